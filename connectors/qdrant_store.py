@@ -1,0 +1,176 @@
+"""The ``qdrant`` vector store: embedded local mode by default, a server or cluster with ``url``.
+
+Points are written only by id (deterministic uuid5), never by filter: in local mode a filter
+scans every payload. The collection is opened lazily and closed promptly, because only one
+client may hold a local store folder at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ragsync.config import StoreConfig, resolve_env
+from ragsync.errors import StoreError
+from ragsync.models import Hit
+
+INDEXED_FIELDS = ("metadata.doc_key", "metadata.url", "metadata.source")
+BATCH = 256
+
+
+class QdrantStore:
+    """A Qdrant collection of LangChain-compatible points (``page_content`` + ``metadata``).
+
+    Args:
+        collection: collection name.
+        path: local-mode folder (used when ``url`` is None).
+        url: Qdrant server URL.
+        api_key: Qdrant API key (already resolved from the environment).
+    """
+
+    def __init__(
+        self,
+        collection: str,
+        *,
+        path: str | None = None,
+        url: str | None = None,
+        api_key: str | None = None,
+    ):
+        self.collection = collection
+        self.path = path
+        self.url = url
+        self.api_key = api_key
+        self._client: Any = None
+
+    @classmethod
+    def from_config(cls, config: StoreConfig) -> QdrantStore:
+        """The store the ``[store]`` table describes (API key resolved from the environment)."""
+        api_key = resolve_env(config.api_key, key="store.api_key")
+        return cls(config.collection, path=config.path, url=config.url, api_key=api_key)
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            from qdrant_client import QdrantClient
+
+            try:
+                if self.url:
+                    self._client = QdrantClient(url=self.url, api_key=self.api_key)
+                else:
+                    assert self.path is not None
+                    if self.path != ":memory:":
+                        Path(self.path).mkdir(parents=True, exist_ok=True)
+                    self._client = QdrantClient(path=self.path)
+            except RuntimeError as exc:  # local mode: folder held by another process
+                raise StoreError(f"qdrant store {self.path or self.url}: {exc}") from exc
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def exists(self) -> bool:
+        return bool(self.client.collection_exists(self.collection))
+
+    def ensure_collection(self, dimension: int) -> None:
+        from qdrant_client import models
+
+        if self.exists():
+            info = self.client.get_collection(self.collection)
+            size = info.config.params.vectors.size
+            if size != dimension:
+                raise StoreError(
+                    f"collection {self.collection!r} holds {size}-d vectors, the model makes "
+                    f"{dimension}-d: use another collection for another model"
+                )
+            return
+        self.client.create_collection(
+            self.collection,
+            vectors_config=models.VectorParams(size=dimension, distance=models.Distance.COSINE),
+        )
+        if self.url:  # payload indexes have no effect in local mode (it only warns)
+            for name in INDEXED_FIELDS:
+                self.client.create_payload_index(
+                    self.collection, name, field_schema=models.PayloadSchemaType.KEYWORD
+                )
+
+    def upsert(self, points: Sequence[tuple[str, Sequence[float], dict]]) -> None:
+        from qdrant_client import models
+
+        for start in range(0, len(points), BATCH):
+            batch = [
+                models.PointStruct(id=pid, vector=list(vector), payload=payload)
+                for pid, vector, payload in points[start : start + BATCH]
+            ]
+            self.client.upsert(self.collection, points=batch, wait=True)
+
+    def set_payload(self, items: Sequence[tuple[str, dict]]) -> None:
+        for pid, payload in items:
+            self.client.overwrite_payload(self.collection, payload=payload, points=[pid])
+
+    def delete(self, point_ids: Sequence[str]) -> None:
+        from qdrant_client import models
+
+        for start in range(0, len(point_ids), BATCH):
+            ids = list(point_ids[start : start + BATCH])
+            self.client.delete(
+                self.collection, points_selector=models.PointIdsList(points=ids), wait=True
+            )
+
+    def search(self, vector: Sequence[float], k: int, source: str | None = None) -> list[Hit]:
+        from qdrant_client import models
+
+        if not self.exists():
+            return []
+        query_filter = None
+        if source:
+            query_filter = models.Filter(
+                must=[
+                    models.FieldCondition(
+                        key="metadata.source", match=models.MatchValue(value=source)
+                    )
+                ]
+            )
+        found = self.client.query_points(
+            self.collection, query=list(vector), limit=k, query_filter=query_filter,
+            with_payload=True,
+        ).points
+        hits = []
+        for point in found:
+            payload = point.payload or {}
+            meta = payload.get("metadata", {})
+            hits.append(
+                Hit(
+                    score=float(point.score),
+                    text=payload.get("page_content", ""),
+                    url=meta.get("url", ""),
+                    title=meta.get("title", ""),
+                    headings=tuple(meta.get("headings", ())),
+                    source=meta.get("source", ""),
+                    doc_key=meta.get("doc_key", ""),
+                    point_id=str(point.id),
+                )
+            )
+        return hits
+
+    def points(self, *, with_vectors: bool = False) -> Iterator[tuple[str, dict, Any]]:
+        """Every point as ``(id, payload, vector or None)``."""
+        if not self.exists():
+            return
+        offset = None
+        while True:
+            records, offset = self.client.scroll(
+                self.collection, limit=BATCH, offset=offset, with_payload=True,
+                with_vectors=with_vectors,
+            )
+            for record in records:
+                yield str(record.id), record.payload or {}, record.vector
+            if offset is None:
+                return
+
+    def count(self) -> int:
+        if not self.exists():
+            return 0
+        return int(self.client.count(self.collection, exact=True).count)

@@ -1,0 +1,52 @@
+"""The ``urls`` source: an explicit URL inventory, inline or in a file (one URL per line)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ragsync.errors import ConfigError
+from ragsync.models import Candidate
+from ragsync.protocols import DiscoveryContext
+
+
+@dataclass(frozen=True)
+class UrlListOptions:
+    urls: tuple[str, ...] = ()
+    urls_file: str | None = None  # relative to the config file; '#' starts a comment
+
+
+class UrlListSource:
+    """Candidates from ``urls = [...]`` and/or ``urls_file = "urls.txt"``."""
+
+    Options = UrlListOptions
+
+    @classmethod
+    def validate(cls, options: UrlListOptions) -> None:
+        if not options.urls and not options.urls_file:
+            raise ConfigError("give `urls = [...]` or `urls_file = \"...\"`", key="urls")
+        for i, url in enumerate(options.urls):
+            if not url.startswith(("http://", "https://")):
+                raise ConfigError(f"must be an http(s) URL, got {url!r}", key=f"urls[{i}]")
+
+    def __init__(self, options: UrlListOptions):
+        self.options = options
+
+    def discover(self, ctx: DiscoveryContext) -> Iterator[Candidate]:
+        for url in self.options.urls:
+            yield Candidate(url=url)
+        if self.options.urls_file:
+            path = ctx.base_dir / self.options.urls_file
+            try:
+                lines = path.read_text(encoding="utf-8").splitlines()
+            except OSError as exc:
+                ctx.warn(f"urls_file {path}: {exc.strerror or exc}")
+                return
+            for number, line in enumerate(lines, 1):
+                url = line.split("#", 1)[0].strip()
+                if not url:
+                    continue
+                if not url.startswith(("http://", "https://")):
+                    ctx.warn(f"{path}:{number}: not an http(s) URL: {url!r}")
+                    continue
+                yield Candidate(url=url)

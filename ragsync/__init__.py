@@ -1,0 +1,3 @@
+"""ragsync keeps a RAG vector index exactly in sync with the web sources it was built from."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,64 @@
+"""The ragsync error tree.
+
+::
+
+    RagsyncError
+    ├── ConfigError            bad ragsync.toml: names the file and the key (exit code 2)
+    ├── FetchError             one URL could not be fetched; ``transient`` says whether a retry may help
+    ├── ExtractError           a body could not be turned into Markdown
+    ├── StateError             the state DB is unusable (locked, newer schema, corrupt)
+    └── StoreError             the vector store refused an operation
+
+Every message names the file, key, URL or status at fault. Errors raised by lower libraries
+are wrapped at the boundary with ``raise ... from``.
+"""
+
+from __future__ import annotations
+
+
+class RagsyncError(Exception):
+    """Base class of every error ragsync raises on purpose."""
+
+
+class ConfigError(RagsyncError):
+    """The configuration is invalid; the message names the file and the key.
+
+    Example::
+
+        ConfigError("ragsync.toml: sources[0].url: missing required key")
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, key: str | None = None):
+        self.path = path
+        self.key = key
+        self.detail = message
+        where = ": ".join(part for part in (path, key) if part)
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class FetchError(RagsyncError):
+    """Fetching ``url`` failed. ``transient`` is True when a later retry may succeed."""
+
+    def __init__(self, url: str, reason: str, *, status: int | None = None, transient: bool):
+        self.url = url
+        self.reason = reason
+        self.status = status
+        self.transient = transient
+        super().__init__(f"{url}: {reason}")
+
+
+class ExtractError(RagsyncError):
+    """A fetched body could not be turned into Markdown."""
+
+    def __init__(self, url: str, reason: str):
+        self.url = url
+        self.reason = reason
+        super().__init__(f"{url}: {reason}")
+
+
+class StateError(RagsyncError):
+    """The state DB cannot be used (the message names its path)."""
+
+
+class StoreError(RagsyncError):
+    """The vector store refused an operation (the message names the collection)."""

@@ -1,0 +1,116 @@
+"""Turn an HTML page into clean, normalised Markdown and the hash that says whether it changed.
+
+trafilatura finds the main content (menus, sidebars, footers, ads and forms dropped); markdownify
+is the fallback for pages trafilatura rejects, given the main content element only. The hash is
+taken over the normalised Markdown, so per-request noise in the HTML (CSRF tokens, timestamps,
+ad ids, random sidebars) changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+from ragsync.errors import ExtractError
+from ragsync.models import Extracted
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_SPACES = re.compile(r"[ \t\u00a0]+")
+_BLANKS = re.compile(r"\n{3,}")
+_NOISE_TAGS = ("script", "style", "noscript", "nav", "header", "footer", "aside", "form", "iframe")
+
+
+def content_hash(markdown: str) -> str:
+    """sha256 of normalised Markdown (hex)."""
+    return hashlib.sha256(markdown.encode("utf-8")).hexdigest()
+
+
+def normalize_markdown(markdown: str) -> str:
+    """Unicode NFC, no trailing spaces, runs of spaces collapsed outside code, ≤1 blank line.
+
+    Fenced code keeps its inner spacing: indentation is meaning there.
+    """
+    text = unicodedata.normalize("NFC", markdown).replace("\r\n", "\n").replace("\r", "\n")
+    lines: list[str] = []
+    in_code = False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            in_code = not in_code
+            lines.append(line.strip())
+            continue
+        if in_code:
+            lines.append(line.rstrip())
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        body = _SPACES.sub(" ", line.strip())
+        # Keep list nesting (leading spaces) but nothing else.
+        lines.append((" " * indent + body) if body and indent and _is_list_item(body) else body)
+    return _BLANKS.sub("\n\n", "\n".join(lines)).strip() + "\n"
+
+
+def _is_list_item(line: str) -> bool:
+    return bool(re.match(r"([-*+]|\d+[.)])\s", line))
+
+
+def extract(html: str, url: str) -> Extracted:
+    """Clean Markdown of ``html`` (the page at ``url``).
+
+    Raises:
+        ExtractError: neither trafilatura nor the markdownify fallback found any text.
+    """
+    import trafilatura  # deferred: a run of 304s never parses HTML
+
+    title = ""
+    try:
+        metadata = trafilatura.extract_metadata(html)
+        title = (metadata.title or "") if metadata else ""
+        markdown = trafilatura.extract(
+            html,
+            url=url,
+            output_format="markdown",
+            include_formatting=True,
+            include_comments=False,
+            include_tables=True,
+            include_links=False,
+            include_images=False,
+            deduplicate=False,
+        )
+        extractor = "trafilatura"
+    except Exception:  # trafilatura raises many kinds on broken markup; the fallback decides
+        markdown = None
+    if not markdown or not markdown.strip():
+        markdown = _markdownify_main(html)
+        extractor = "markdownify"
+    if not markdown or not markdown.strip():
+        raise ExtractError(url, "no text found in the page (trafilatura and markdownify)")
+    normalized = normalize_markdown(markdown)
+    title = " ".join(title.split()) or _first_heading(normalized) or url
+    return Extracted(
+        title=title, markdown=normalized, content_hash=content_hash(normalized), extractor=extractor
+    )
+
+
+def _markdownify_main(html: str) -> str:
+    """markdownify of the main content element only: whole pages keep menus and footers."""
+    import lxml.html
+    from markdownify import markdownify
+
+    try:
+        tree = lxml.html.fromstring(html)
+    except (ValueError, lxml.etree.ParserError):
+        return ""
+    for element in list(tree.iter(*_NOISE_TAGS)):
+        element.drop_tree()
+    main = tree
+    for xpath in (".//main", ".//article", './/*[@role="main"]', ".//body"):
+        found = tree.xpath(xpath)
+        if found:
+            main = found[0]
+            break
+    return markdownify(lxml.html.tostring(main, encoding="unicode"), heading_style="ATX")
+
+
+def _first_heading(markdown: str) -> str:
+    match = re.search(r"^#{1,6}\s+(.+)$", markdown, flags=re.M)
+    return match.group(1).strip() if match else ""

@@ -1,0 +1,196 @@
+"""Frozen values that flow between the pipeline's stages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+DocumentStatus = Literal["active", "suspected_missing", "tombstoned", "failing"]
+ChangeType = Literal["created", "updated", "removed", "restored"]
+OpKind = Literal["upsert", "delete", "set_payload"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A URL a source connector proposes for (re)validation.
+
+    ``lastmod`` is a hint for ordering work (a sitemap's ``<lastmod>``), never proof of change.
+    """
+
+    url: str
+    lastmod: str | None = None
+    priority: float = 0.0
+
+
+@dataclass(frozen=True)
+class Response:
+    """The part of an HTTP response the pipeline needs."""
+
+    url: str  # final URL after redirects
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    requested_url: str = ""
+
+    @property
+    def etag(self) -> str | None:
+        return self.headers.get("etag")
+
+    @property
+    def last_modified(self) -> str | None:
+        return self.headers.get("last-modified")
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """Clean Markdown of one page and the hash that decides whether it changed."""
+
+    title: str
+    markdown: str
+    content_hash: str
+    extractor: str  # "trafilatura" or "markdownify"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One embeddable piece of a document.
+
+    ``text`` is exactly what is embedded and stored as ``page_content``: the heading path, a
+    blank line, then the chunk's Markdown. ``chunk_hash`` is sha256 of ``text``.
+    """
+
+    index: int
+    text: str
+    headings: tuple[str, ...]
+    chunk_hash: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """A chunk as the state DB holds it for one document."""
+
+    point_id: str
+    chunk_index: int
+    chunk_hash: str
+    text: str
+    headings: tuple[str, ...]
+    tokens: int
+    last_changed_at: str
+
+
+@dataclass(frozen=True)
+class ChunkPlan:
+    """What one document's new chunk list means for the vector store (see :mod:`ragsync.plan`)."""
+
+    add: tuple[StoredChunk, ...]
+    remove: tuple[StoredChunk, ...]
+    keep: tuple[StoredChunk, ...]
+    repayload: tuple[StoredChunk, ...]  # kept points whose payload must be updated
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.add or self.remove or self.repayload)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result."""
+
+    score: float
+    text: str
+    url: str
+    title: str
+    headings: tuple[str, ...]
+    source: str
+    doc_key: str
+    point_id: str
+
+
+@dataclass(frozen=True)
+class StoreOp:
+    """One idempotent vector-store operation from the journal."""
+
+    seq: int
+    op: OpKind
+    point_id: str
+    payload: dict | None = None
+    text_hash: str | None = None
+    model_id: str | None = None
+
+
+@dataclass
+class Counters:
+    """Run counters (SPEC §3.12). Names match the run report and ``/metrics``."""
+
+    candidates_discovered: int = 0
+    conditional_requests_sent: int = 0
+    requests_sent: int = 0
+    responses_304: int = 0
+    responses_200_changed: int = 0
+    responses_200_unchanged: int = 0
+    responses_404: int = 0
+    responses_429: int = 0
+    fetch_errors: int = 0
+    robots_disallowed: int = 0
+    retries_scheduled: int = 0
+    parse_failures: int = 0
+    documents_created: int = 0
+    documents_updated: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    points_upserted: int = 0
+    points_deleted: int = 0
+    payloads_updated: int = 0
+    journal_replayed: int = 0
+    tombstones_created: int = 0
+    events_delivered: int = 0
+
+    def add(self, other: Counters) -> None:
+        for name, value in vars(other).items():
+            setattr(self, name, getattr(self, name) + value)
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(vars(self))
+
+
+@dataclass
+class SourceOutcome:
+    """One source's part of a run."""
+
+    ok: bool = True
+    counters: Counters = field(default_factory=Counters)
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SyncResult:
+    """The run report (SPEC §5): counters overall and per source."""
+
+    run_id: str
+    started_at: str
+    finished_at: str = ""
+    ok: bool = True
+    counters: Counters = field(default_factory=Counters)
+    sources: dict[str, SourceOutcome] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "run_id": self.run_id,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "ok": self.ok,
+            "counters": self.counters.as_dict(),
+            "sources": {
+                source_id: {
+                    "ok": outcome.ok,
+                    "counters": outcome.counters.as_dict(),
+                    "errors": list(outcome.errors),
+                }
+                for source_id, outcome in self.sources.items()
+            },
+        }

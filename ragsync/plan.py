@@ -1,0 +1,104 @@
+"""Pure decisions: what a document's new chunk list means for the vector store.
+
+No I/O here. Point ids are deterministic (:func:`ragsync.state.point_id`), so a chunk whose text
+did not change keeps its id and is never rewritten; only added chunks are upserted, only removed
+chunks are deleted, and kept chunks whose payload moved (index, headings, title) get a payload
+update without a new vector.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from ragsync.models import Chunk, ChunkPlan, StoredChunk
+from ragsync.state import point_id
+
+DIFF_LIMIT = 20_000
+
+
+def plan_chunks(
+    doc_key: str,
+    old: Sequence[StoredChunk],
+    new: Sequence[Chunk],
+    *,
+    model_id: str,
+    now: str,
+    document_payload_changed: bool = False,
+) -> tuple[list[StoredChunk], ChunkPlan]:
+    """The document's new stored chunks and the plan that turns ``old`` into them.
+
+    Example::
+
+        stored, plan = plan_chunks("docs:https://x/a", old, chunks, model_id=m, now=t)
+        [c.point_id for c in plan.add]      # upsert these (embedding absent texts first)
+        [c.point_id for c in plan.remove]   # delete these
+    """
+    previous = {c.point_id: c for c in old}
+    seen: Counter[str] = Counter()
+    stored: list[StoredChunk] = []
+    add: list[StoredChunk] = []
+    keep: list[StoredChunk] = []
+    repayload: list[StoredChunk] = []
+    for chunk in new:
+        pid = point_id(doc_key, chunk.chunk_hash, model_id, seen[chunk.chunk_hash])
+        seen[chunk.chunk_hash] += 1
+        before = previous.get(pid)
+        item = StoredChunk(
+            point_id=pid,
+            chunk_index=chunk.index,
+            chunk_hash=chunk.chunk_hash,
+            text=chunk.text,
+            headings=chunk.headings,
+            tokens=chunk.tokens,
+            last_changed_at=before.last_changed_at if before else now,
+        )
+        stored.append(item)
+        if before is None:
+            add.append(item)
+            continue
+        keep.append(item)
+        if document_payload_changed or (before.chunk_index, before.headings) != (
+            item.chunk_index,
+            item.headings,
+        ):
+            repayload.append(item)
+    current = {c.point_id for c in stored}
+    remove = [c for c in old if c.point_id not in current]
+    return stored, ChunkPlan(tuple(add), tuple(remove), tuple(keep), tuple(repayload))
+
+
+def chunk_payload(chunk: StoredChunk, *, document: dict[str, Any], model_id: str) -> dict:
+    """The LangChain-compatible point payload of ``chunk`` (``page_content`` + ``metadata``)."""
+    return {
+        "page_content": chunk.text,
+        "metadata": {
+            "url": document["canonical_url"],
+            "source": document["source_id"],
+            "title": document["title"],
+            "headings": list(chunk.headings),
+            "chunk_index": chunk.chunk_index,
+            "chunk_hash": chunk.chunk_hash,
+            "doc_key": document["doc_key"],
+            "model": model_id,
+            "last_changed_at": chunk.last_changed_at,
+        },
+    }
+
+
+def magnitude(plan: ChunkPlan) -> float:
+    """Share of the document's chunks that changed: (added + removed) / all involved."""
+    total = len(plan.add) + len(plan.remove) + len(plan.keep)
+    return round((len(plan.add) + len(plan.remove)) / total, 4) if total else 0.0
+
+
+def markdown_diff(old: str, new: str, name: str, limit: int = DIFF_LIMIT) -> str:
+    """A unified diff of two Markdown texts, cut to ``limit`` characters."""
+    diff = "".join(
+        difflib.unified_diff(
+            old.splitlines(keepends=True), new.splitlines(keepends=True), name, name, n=1
+        )
+    )
+    return diff if len(diff) <= limit else diff[:limit] + "\n… (diff cut)\n"

@@ -1,0 +1,63 @@
+"""The small contracts between the engine and its pluggable stages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from ragsync.models import Candidate, Hit, Response
+
+
+class DiscoveryContext(Protocol):
+    """What a source connector may use: the engine's HTTP GET and the config folder."""
+
+    base_dir: Path
+
+    def get(self, url: str) -> Response:
+        """GET a discovery document (sitemap, feed, API page). Raises ``FetchError``."""
+        ...
+
+    def warn(self, message: str) -> None:
+        """Record a non-fatal problem for the run report."""
+        ...
+
+
+class Source(Protocol):
+    """A source connector: proposes candidate URLs; never fetches page bodies itself.
+
+    ``Options`` is the frozen dataclass of the kind's own config keys; ``validate`` raises
+    ``ConfigError(message, key=...)`` for combinations the types cannot express.
+    """
+
+    Options: ClassVar[type]
+
+    @classmethod
+    def validate(cls, options: Any) -> None: ...
+
+    def __init__(self, options: Any) -> None: ...
+
+    def discover(self, ctx: DiscoveryContext) -> Iterator[Candidate]: ...
+
+
+class VectorStore(Protocol):
+    """A vector index written only through idempotent operations keyed by point id.
+
+    Implementations also offer ``from_config(StoreConfig)`` as a classmethod.
+    """
+
+    def ensure_collection(self, dimension: int) -> None: ...
+
+    def upsert(self, points: Sequence[tuple[str, Sequence[float], dict]]) -> None: ...
+
+    def set_payload(self, items: Sequence[tuple[str, dict]]) -> None: ...
+
+    def delete(self, point_ids: Sequence[str]) -> None: ...
+
+    def search(self, vector: Sequence[float], k: int, source: str | None = None) -> list[Hit]: ...
+
+    def points(self, *, with_vectors: bool = False) -> Iterator[tuple[str, dict, Any]]: ...
+
+    def count(self) -> int: ...
+
+    def close(self) -> None: ...

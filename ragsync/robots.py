@@ -1,0 +1,53 @@
+"""robots.txt (RFC 9309) through protego, one parsed file per host per run."""
+
+from __future__ import annotations
+
+from protego import Protego
+
+from ragsync.errors import FetchError
+from ragsync.models import Response
+from ragsync.urls import host_of
+
+
+class RobotsPolicy:
+    """Answers "may this User-Agent fetch this URL?", fetching each host's robots.txt once.
+
+    Args:
+        get: fetches a URL (the engine's fetcher).
+        user_agent: the product token is matched against robots.txt groups.
+    """
+
+    def __init__(self, get, user_agent: str):  # type: ignore[no-untyped-def]
+        self._get = get
+        self.user_agent = user_agent
+        self._rules: dict[str, Protego | bool] = {}
+        self.requests = 0
+
+    def _load(self, host: str) -> Protego | bool:
+        """Parsed rules, or True (allow all) / False (disallow all)."""
+        self.requests += 1
+        try:
+            response: Response = self._get(f"{host}/robots.txt")
+        except FetchError:
+            return False  # RFC 9309 §2.3.1.4: unreachable → assume complete disallow
+        if 400 <= response.status < 500:
+            return True  # §2.3.1.3: unavailable → no restriction
+        if response.status >= 500:
+            return False
+        text = response.body.decode("utf-8", errors="replace")
+        return Protego.parse(text)
+
+    def allowed(self, url: str) -> bool:
+        host = host_of(url)
+        if host not in self._rules:
+            self._rules[host] = self._load(host)
+        rules = self._rules[host]
+        if isinstance(rules, bool):
+            return rules
+        return bool(rules.can_fetch(url, self.user_agent))
+
+    def crawl_delay(self, url: str) -> float | None:
+        rules = self._rules.get(host_of(url))
+        if isinstance(rules, Protego):
+            return rules.crawl_delay(self.user_agent)
+        return None

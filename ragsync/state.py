@@ -1,0 +1,419 @@
+"""The state DB: the source of truth. SQLite through sqlite-utils, WAL mode.
+
+Every other store (the vector index) is a projection of this one, written only through the
+``journal`` table: a document's new state, its chunk list, its change-log row and the vector-store
+operations it implies are committed in one transaction (:meth:`StateDB.commit_document`); the
+operations are applied afterwards and deleted once done, so a crash at any instant is repaired by
+replaying what is left in the journal.
+
+All SQL lives in this module, so another backend is an addition, not a rewrite.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from array import array
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from ragsync.errors import StateError
+from ragsync.models import StoredChunk, StoreOp
+
+Migration = Callable[[Database], None]
+
+
+def _m001_initial(db: Database) -> None:
+    db["documents"].create(
+        {
+            "doc_key": str,
+            "source_id": str,
+            "canonical_url": str,
+            "title": str,
+            "etag": str,
+            "last_modified": str,
+            "raw_hash": str,
+            "content_hash": str,
+            "markdown": str,
+            "extractor": str,
+            "status": str,
+            "lastmod_hint": str,
+            "chunk_count": int,
+            "first_seen_at": str,
+            "last_checked_at": str,
+            "last_changed_at": str,
+            "next_check_at": str,
+        },
+        pk="doc_key",
+        not_null={"source_id", "canonical_url", "status", "first_seen_at"},
+    )
+    db["documents"].create_index(["source_id", "status"])
+    db["fetch_attempts"].create(
+        {
+            "doc_key": str,
+            "url": str,
+            "attempts": int,
+            "last_status": int,
+            "last_error": str,
+            "first_failed_at": str,
+            "last_attempt_at": str,
+            "next_retry_at": str,
+        },
+        pk="doc_key",
+    )
+    db["chunks"].create(
+        {
+            "point_id": str,
+            "doc_key": str,
+            "chunk_index": int,
+            "chunk_hash": str,
+            "text": str,
+            "headings": str,
+            "tokens": int,
+            "last_changed_at": str,
+        },
+        pk="point_id",
+        not_null={"doc_key", "chunk_hash", "text"},
+    )
+    db["chunks"].create_index(["doc_key", "chunk_index"])
+    db["embedding_cache"].create(
+        {"text_hash": str, "model_id": str, "dim": int, "vector": bytes, "created_at": str},
+        pk=("text_hash", "model_id"),
+    )
+    db["journal"].create(
+        {
+            "seq": int,
+            "run_id": str,
+            "doc_key": str,
+            "op": str,
+            "point_id": str,
+            "payload": str,
+            "text_hash": str,
+            "model_id": str,
+            "created_at": str,
+        },
+        pk="seq",
+        not_null={"op", "point_id"},
+    )
+    db["runs"].create(
+        {
+            "run_id": str,
+            "started_at": str,
+            "finished_at": str,
+            "ok": int,
+            "status": str,
+            "counters": str,
+            "sources": str,
+        },
+        pk="run_id",
+    )
+    db["changes"].create(
+        {
+            "id": int,
+            "run_id": str,
+            "doc_key": str,
+            "source_id": str,
+            "url": str,
+            "change_type": str,
+            "old_hash": str,
+            "new_hash": str,
+            "diff": str,
+            "chunks_added": int,
+            "chunks_removed": int,
+            "chunks_kept": int,
+            "magnitude": float,
+            "at": str,
+        },
+        pk="id",
+    )
+    db["changes"].create_index(["at"])
+    db["aliases"].create({"alias_key": str, "doc_key": str, "url": str, "at": str}, pk="alias_key")
+
+
+MIGRATIONS: tuple[tuple[str, Migration], ...] = (("001_initial", _m001_initial),)
+
+
+def point_id(doc_key: str, chunk_hash: str, model_id: str, occurrence: int = 0) -> str:
+    """Deterministic vector point id: uuid5 over (record key, chunk hash, model id).
+
+    ``occurrence`` tells apart identical chunk texts within one document.
+    """
+    name = f"{doc_key}\n{chunk_hash}\n{model_id}"
+    if occurrence:
+        name += f"\n{occurrence}"
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
+
+
+class StateDB:
+    """The ragsync state DB at ``path`` (``":memory:"`` for tests).
+
+    Raises:
+        StateError: the file cannot be opened, or was written by a newer ragsync.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+            self.db = Database(conn)
+            if self.path != ":memory:":
+                self.db.enable_wal()
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StateError(f"{self.path}: cannot open the state DB: {exc}") from exc
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- schema -----------------------------------------------------------------------------
+
+    def migrate(self) -> list[str]:
+        """Apply the named migrations not applied yet, in order; return their names."""
+        table = self.db["_migrations"]
+        if not table.exists():
+            table.create({"name": str, "applied_at": str}, pk="name")
+        done = {row["name"] for row in table.rows}
+        known = {name for name, _ in MIGRATIONS}
+        if done - known:
+            raise StateError(
+                f"{self.path}: written by a newer ragsync (unknown migrations: "
+                f"{', '.join(sorted(done - known))})"
+            )
+        applied = []
+        for name, migration in MIGRATIONS:
+            if name in done:
+                continue
+            with self.db.atomic():
+                migration(self.db)
+                table.insert({"name": name, "applied_at": _now_sql(self.db)})
+            applied.append(name)
+        return applied
+
+    # -- documents --------------------------------------------------------------------------
+
+    def document(self, doc_key: str) -> dict[str, Any] | None:
+        rows = list(self.db.query("select * from documents where doc_key = ?", [doc_key]))
+        return rows[0] if rows else None
+
+    def documents(self, source_id: str | None = None) -> list[dict[str, Any]]:
+        if source_id is None:
+            return list(self.db.query("select * from documents order by doc_key"))
+        sql = "select * from documents where source_id = ? order by doc_key"
+        return list(self.db.query(sql, [source_id]))
+
+    def mark_checked(self, doc_key: str, checked_at: str, **validators: str | None) -> None:
+        """A revalidation found no change (304 or same hash): only timestamps/validators move."""
+        fields = {"last_checked_at": checked_at}
+        fields.update({k: v for k, v in validators.items() if v is not None})
+        with self.db.atomic():
+            self.db["documents"].update(doc_key, fields)
+            self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])
+
+    def record_failure(
+        self, doc_key: str, url: str, *, status: int | None, error: str, at: str
+    ) -> int:
+        """Count a failed attempt (the last good content is untouched); return the attempts."""
+        with self.db.atomic():
+            row = next(
+                iter(self.db.query("select * from fetch_attempts where doc_key = ?", [doc_key])),
+                None,
+            )
+            attempts = (row["attempts"] if row else 0) + 1
+            self.db["fetch_attempts"].upsert(
+                {
+                    "doc_key": doc_key,
+                    "url": url,
+                    "attempts": attempts,
+                    "last_status": status,
+                    "last_error": error,
+                    "first_failed_at": row["first_failed_at"] if row else at,
+                    "last_attempt_at": at,
+                },
+                pk="doc_key",
+            )
+        return attempts
+
+    def fetch_attempts(self) -> list[dict[str, Any]]:
+        return list(self.db.query("select * from fetch_attempts order by doc_key"))
+
+    # -- chunks and the embedding cache ----------------------------------------------------
+
+    def chunks(self, doc_key: str) -> list[StoredChunk]:
+        rows = self.db.query(
+            "select * from chunks where doc_key = ? order by chunk_index", [doc_key]
+        )
+        return [_stored_chunk(row) for row in rows]
+
+    def all_chunks(self) -> list[tuple[str, StoredChunk]]:
+        rows = self.db.query("select * from chunks order by doc_key, chunk_index")
+        return [(row["doc_key"], _stored_chunk(row)) for row in rows]
+
+    def missing_vectors(self, text_hashes: Iterable[str], model_id: str) -> set[str]:
+        """The hashes among ``text_hashes`` with no cached vector for ``model_id``."""
+        wanted = set(text_hashes)
+        present: set[str] = set()
+        hashes = sorted(wanted)
+        for start in range(0, len(hashes), 500):
+            batch = hashes[start : start + 500]
+            marks = ",".join("?" * len(batch))
+            sql = (
+                f"select text_hash from embedding_cache where model_id = ? "
+                f"and text_hash in ({marks})"
+            )
+            present.update(row["text_hash"] for row in self.db.query(sql, [model_id, *batch]))
+        return wanted - present
+
+    def put_vectors(self, model_id: str, vectors: dict[str, Sequence[float]], at: str) -> None:
+        """Cache vectors by text hash (one transaction; the cache only ever grows)."""
+        rows = [
+            {
+                "text_hash": text_hash,
+                "model_id": model_id,
+                "dim": len(vector),
+                "vector": array("f", vector).tobytes(),
+                "created_at": at,
+            }
+            for text_hash, vector in vectors.items()
+        ]
+        with self.db.atomic():
+            self.db["embedding_cache"].insert_all(rows, pk=("text_hash", "model_id"), replace=True)
+
+    def vectors(self, text_hashes: Iterable[str], model_id: str) -> dict[str, list[float]]:
+        result: dict[str, list[float]] = {}
+        hashes = sorted(set(text_hashes))
+        for start in range(0, len(hashes), 500):
+            batch = hashes[start : start + 500]
+            marks = ",".join("?" * len(batch))
+            sql = (
+                f"select text_hash, vector from embedding_cache where model_id = ? "
+                f"and text_hash in ({marks})"
+            )
+            for row in self.db.query(sql, [model_id, *batch]):
+                result[row["text_hash"]] = array("f", row["vector"]).tolist()
+        return result
+
+    # -- the one transaction per document --------------------------------------------------
+
+    def commit_document(
+        self,
+        document: dict[str, Any],
+        chunks: Sequence[StoredChunk],
+        ops: Sequence[dict[str, Any]],
+        change: dict[str, Any] | None,
+        aliases: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """Write a document's state, its chunk list, its change row and its journal entries.
+
+        All or nothing: a crash before the commit leaves the previous state intact, after it
+        leaves operations in the journal that the next run replays.
+        """
+        doc_key = document["doc_key"]
+        with self.db.atomic():
+            self.db["documents"].upsert(document, pk="doc_key")
+            self.db.execute("delete from chunks where doc_key = ?", [doc_key])
+            self.db["chunks"].insert_all(
+                (
+                    {
+                        "point_id": c.point_id,
+                        "doc_key": doc_key,
+                        "chunk_index": c.chunk_index,
+                        "chunk_hash": c.chunk_hash,
+                        "text": c.text,
+                        "headings": json.dumps(list(c.headings), ensure_ascii=False),
+                        "tokens": c.tokens,
+                        "last_changed_at": c.last_changed_at,
+                    }
+                    for c in chunks
+                ),
+                pk="point_id",
+            )
+            if ops:
+                self.db["journal"].insert_all(
+                    ({**op, "payload": _json_or_none(op.get("payload"))} for op in ops), pk="seq"
+                )
+            if change:
+                self.db["changes"].insert(change, pk="id")
+            for alias in aliases:
+                self.db["aliases"].upsert(alias, pk="alias_key")
+            self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])
+
+    # -- the journal ------------------------------------------------------------------------
+
+    def pending_ops(self, limit: int = 256) -> list[StoreOp]:
+        rows = self.db.query("select * from journal order by seq limit ?", [limit])
+        return [
+            StoreOp(
+                seq=row["seq"],
+                op=row["op"],
+                point_id=row["point_id"],
+                payload=json.loads(row["payload"]) if row["payload"] else None,
+                text_hash=row["text_hash"],
+                model_id=row["model_id"],
+            )
+            for row in rows
+        ]
+
+    def pending_count(self) -> int:
+        return self.db.execute("select count(*) from journal").fetchone()[0]
+
+    def mark_done(self, seqs: Sequence[int]) -> None:
+        with self.db.atomic():
+            for start in range(0, len(seqs), 500):
+                batch = list(seqs[start : start + 500])
+                marks = ",".join("?" * len(batch))
+                self.db.execute(f"delete from journal where seq in ({marks})", batch)
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def start_run(self, run_id: str, started_at: str) -> None:
+        with self.db.atomic():
+            self.db["runs"].insert(
+                {"run_id": run_id, "started_at": started_at, "status": "running"}, pk="run_id"
+            )
+
+    def finish_run(
+        self, run_id: str, *, finished_at: str, ok: bool, counters: dict, sources: dict
+    ) -> None:
+        with self.db.atomic():
+            self.db["runs"].update(
+                run_id,
+                {
+                    "finished_at": finished_at,
+                    "ok": int(ok),
+                    "status": "ok" if ok else "failed",
+                    "counters": json.dumps(counters),
+                    "sources": json.dumps(sources),
+                },
+            )
+
+    def changes(self, since: str | None = None) -> list[dict[str, Any]]:
+        if since is None:
+            return list(self.db.query("select * from changes order by id"))
+        return list(self.db.query("select * from changes where at >= ? order by id", [since]))
+
+
+def _stored_chunk(row: dict[str, Any]) -> StoredChunk:
+    return StoredChunk(
+        point_id=row["point_id"],
+        chunk_index=row["chunk_index"],
+        chunk_hash=row["chunk_hash"],
+        text=row["text"],
+        headings=tuple(json.loads(row["headings"] or "[]")),
+        tokens=row["tokens"] or 0,
+        last_changed_at=row["last_changed_at"] or "",
+    )
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _now_sql(db: Database) -> str:
+    return db.execute("select strftime('%Y-%m-%dT%H:%M:%SZ', 'now')").fetchone()[0]

@@ -1,0 +1,560 @@
+"""The sync orchestrator: discover → fetch → extract → chunk → plan → embed → commit → apply.
+
+The orchestrator only orchestrates: decisions live in :mod:`ragsync.policy` and
+:mod:`ragsync.plan`, persistence in :mod:`ragsync.state`, connectors behind
+:mod:`ragsync.protocols`. Pages are fetched, extracted and chunked in a thread pool; embedding,
+commits and vector-store writes happen on the calling thread, one document transaction at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cached_property
+from itertools import groupby
+from pathlib import Path
+from typing import Any, Literal
+
+from ragsync.chunk import Chunker
+from ragsync.config import Config, SourceConfig, load_config
+from ragsync.embed import Embedder, SentenceTransformerEmbedder
+from ragsync.errors import ExtractError, FetchError
+from ragsync.extract import content_hash, extract, normalize_markdown
+from ragsync.fetch import Fetcher
+from ragsync.models import (
+    Candidate,
+    Chunk,
+    Counters,
+    Extracted,
+    Hit,
+    Response,
+    SourceOutcome,
+    StoreOp,
+    SyncResult,
+)
+from ragsync.plan import chunk_payload, magnitude, markdown_diff, plan_chunks
+from ragsync.policy import TEXT_TYPES, classify, raw_hash
+from ragsync.protocols import VectorStore
+from ragsync.registry import source_class, store_class
+from ragsync.robots import RobotsPolicy
+from ragsync.state import StateDB
+from ragsync.urls import canonical_url, host_of, in_scope
+
+log = logging.getLogger("ragsync")
+
+Clock = Callable[[], datetime]
+PageKind = Literal["disallowed", "error", "not_modified", "unchanged", "changed"]
+JOURNAL_BATCH = 256
+EMBED_FLUSH = 64  # vectors are cached this often, so a killed run keeps its embedding work
+
+
+def iso(moment: datetime) -> str:
+    """UTC timestamp as ``2026-11-30T02:03:04.123456Z`` (sorts as text)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class _Page:
+    """One candidate after the fetch/extract/chunk stage (built on a worker thread)."""
+
+    doc_key: str
+    url: str
+    candidate: Candidate
+    document: dict[str, Any] | None
+    kind: PageKind = "error"
+    conditional: bool = False
+    requested: bool = False
+    status: int | None = None
+    reason: str = ""
+    transient: bool = False
+    response: Response | None = None
+    raw_hash: str = ""
+    extracted: Extracted | None = None
+    chunks: list[Chunk] = field(default_factory=list)
+
+
+class _Discovery:
+    """The :class:`~ragsync.protocols.DiscoveryContext` handed to source connectors."""
+
+    def __init__(self, fetcher: Fetcher, base_dir: Path, outcome: SourceOutcome):
+        self._fetcher = fetcher
+        self.base_dir = base_dir
+        self._outcome = outcome
+
+    def get(self, url: str) -> Response:
+        self._outcome.counters.requests_sent += 1
+        return self._fetcher.get(url)
+
+    def warn(self, message: str) -> None:
+        log.warning(message)
+        self._outcome.ok = False
+        self._outcome.errors.append(message)
+
+
+class Syncer:
+    """Keeps the vector store in sync with the configured sources.
+
+    Args:
+        config: the configuration (see :func:`ragsync.config.load_config`).
+        embedder: defaults to the configured sentence-transformers model (loaded lazily).
+        store: defaults to the configured vector store (opened lazily, closed after each run).
+        state: defaults to the configured SQLite state DB.
+        transport: an httpx transport for fetching (tests).
+        clock: returns "now" as an aware datetime (tests pin it).
+
+    Example::
+
+        with Syncer.from_config("ragsync.toml") as syncer:
+            result = syncer.run()
+            print(result.counters.chunks_embedded)
+            for hit in syncer.search("how do I rotate keys?", k=3):
+                print(hit.score, hit.url)
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        embedder: Embedder | None = None,
+        store: VectorStore | None = None,
+        state: StateDB | None = None,
+        transport: Any = None,
+        clock: Clock | None = None,
+    ):
+        self.config = config
+        self._embedder = embedder
+        self._store = store
+        self.state = state or StateDB(config.state.path)
+        self._transport = transport
+        self.clock = clock or (lambda: datetime.now(UTC))
+
+    @classmethod
+    def from_config(cls, path: str | Path = "ragsync.toml", **kwargs: Any) -> Syncer:
+        """A syncer for the config file at ``path``. Raises ``ConfigError``."""
+        return cls(load_config(path), **kwargs)
+
+    def __enter__(self) -> Syncer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the vector store (its local folder lock) and the state DB."""
+        self._close_store()
+        self.state.close()
+
+    # -- lazily built parts ---------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            cfg = self.config.embedder
+            self._embedder = SentenceTransformerEmbedder(
+                cfg.model, batch_size=cfg.batch_size, threads=cfg.threads
+            )
+        return self._embedder
+
+    @property
+    def store(self) -> VectorStore:
+        if self._store is None:
+            self._store = store_class(self.config.store.kind).from_config(self.config.store)
+        return self._store
+
+    def _close_store(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+    @cached_property
+    def chunker(self) -> Chunker:
+        return Chunker(
+            self.config.chunker.max_tokens,
+            self.embedder.count_tokens,
+            self.embedder.max_input_tokens,
+        )
+
+    @cached_property
+    def model_id(self) -> str:
+        return self.embedder.model_id
+
+    # -- public API -----------------------------------------------------------------------
+
+    def run(self, *, source: str | None = None) -> SyncResult:
+        """One sync pass: replay the journal, then revalidate every source's pages.
+
+        Args:
+            source: only this source id (``ConfigError`` if unknown).
+
+        Returns:
+            The run report; ``ok`` is False when some page or discovery step failed.
+        """
+        sources = [self.config.source(source)] if source else list(self.config.sources)
+        started = self.clock()
+        result = SyncResult(run_id=f"{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}",
+                            started_at=iso(started))
+        self.state.start_run(result.run_id, result.started_at)
+        fetcher = Fetcher(self.config.fetch, transport=self._transport)
+        try:
+            replayed = Counters()
+            replayed.journal_replayed = self._apply_journal(replayed)
+            result.counters.add(replayed)
+            for source_config in sources:
+                outcome = self._sync_source(source_config, fetcher, result.run_id)
+                result.sources[source_config.id] = outcome
+                result.counters.add(outcome.counters)
+            result.ok = all(outcome.ok for outcome in result.sources.values())
+        finally:
+            fetcher.close()
+            self._close_store()
+            result.finished_at = iso(self.clock())
+            self.state.finish_run(
+                result.run_id,
+                finished_at=result.finished_at,
+                ok=result.ok,
+                counters=result.counters.as_dict(),
+                sources=result.to_dict()["sources"],
+            )
+        return result
+
+    def search(self, query: str, k: int = 5, *, source: str | None = None) -> list[Hit]:
+        """The ``k`` chunks nearest to ``query`` (what an app would retrieve).
+
+        Example::
+
+            for hit in syncer.search("rotate keys", k=3):
+                print(f"{hit.score:.3f} {hit.url} {' > '.join(hit.headings)}")
+        """
+        try:
+            vector = self.embedder.embed([query])[0]
+            return self.store.search(vector, k, source)
+        finally:
+            self._close_store()
+
+    # -- one source -----------------------------------------------------------------------
+
+    def _sync_source(self, source: SourceConfig, fetcher: Fetcher, run_id: str) -> SourceOutcome:
+        outcome = SourceOutcome()
+        connector = source_class(source.kind)(source.options)
+        ctx = _Discovery(fetcher, Path(self.config.base_dir), outcome)
+        candidates = self._candidates(source, connector.discover(ctx), ctx)
+        outcome.counters.candidates_discovered = len(candidates)
+        robots = RobotsPolicy(fetcher.get, self.config.fetch.user_agent)
+        robots_lock = threading.Lock()
+        host_slots: dict[str, threading.Semaphore] = defaultdict(
+            lambda: threading.Semaphore(self.config.fetch.per_host_concurrency)
+        )
+
+        def allowed(url: str) -> bool:
+            with robots_lock:  # one robots.txt fetch per host, even with many workers
+                return robots.allowed(url)
+
+        def prepare(item: tuple[str, Candidate, dict[str, Any] | None]) -> _Page:
+            doc_key, candidate, document = item
+            page = _Page(doc_key, candidate.url, candidate, document)
+            if not allowed(page.url):
+                page.kind = "disallowed"
+                return page
+            with host_slots[host_of(page.url)]:
+                return self._prepare(page, fetcher)
+
+        window = max(16, self.config.fetch.concurrency * 2)
+        done = 0
+        with ThreadPoolExecutor(max_workers=self.config.fetch.concurrency) as pool:
+            for start in range(0, len(candidates), window):
+                batch = [
+                    (key, cand, self.state.document(key))
+                    for key, cand in candidates[start : start + window]
+                ]
+                pages = list(pool.map(prepare, batch))
+                self._commit_pages(source, pages, outcome, run_id)
+                done += len(batch)
+                log.info("%s: %d/%d pages checked", source.id, done, len(candidates))
+        outcome.counters.requests_sent += robots.requests
+        return outcome
+
+    def _candidates(
+        self, source: SourceConfig, found: Iterator[Candidate], ctx: _Discovery
+    ) -> list[tuple[str, Candidate]]:
+        """Canonical, in-scope, de-duplicated candidates; newest ``lastmod`` first."""
+        unique: dict[str, Candidate] = {}
+        for candidate in found:
+            try:
+                url = canonical_url(candidate.url)
+            except ValueError as exc:
+                ctx.warn(str(exc))
+                continue
+            if not in_scope(url, source.include, source.exclude):
+                continue
+            unique.setdefault(
+                f"{source.id}:{url}",
+                Candidate(url=url, lastmod=candidate.lastmod, priority=candidate.priority),
+            )
+        return sorted(unique.items(), key=lambda kv: kv[1].lastmod or "", reverse=True)
+
+    def _prepare(self, page: _Page, fetcher: Fetcher) -> _Page:
+        """Fetch (conditionally), then hash, extract and chunk. Runs on a worker thread."""
+        document = page.document
+        etag = last_modified = None
+        if document and document["status"] == "active":
+            etag, last_modified = document["etag"], document["last_modified"]
+        page.conditional = bool(etag or last_modified)
+        page.requested = True
+        try:
+            response = fetcher.get(page.url, etag=etag, last_modified=last_modified)
+        except FetchError as exc:
+            page.reason, page.transient = exc.reason, exc.transient
+            return page
+        page.response, page.status = response, response.status
+        verdict, page.reason = classify(response.status, response.content_type, response.body)
+        if verdict == "not_modified":
+            page.kind = "not_modified" if document else "error"
+            page.reason = "" if document else "HTTP 304 to an unconditional request"
+            return page
+        if verdict != "content":
+            page.transient = verdict in ("retry", "rate_limited")
+            return page
+        page.raw_hash = raw_hash(response.body)
+        if document and document["raw_hash"] == page.raw_hash and document["status"] == "active":
+            page.kind = "unchanged"
+            return page
+        try:
+            page.extracted = self._extract(response)
+        except ExtractError as exc:
+            page.reason = f"parse failure: {exc.reason}"
+            return page
+        if document and document["content_hash"] == page.extracted.content_hash:
+            page.kind = "unchanged"
+            return page
+        page.chunks = self.chunker.chunk(page.extracted.markdown)
+        page.kind = "changed"
+        return page
+
+    @staticmethod
+    def _extract(response: Response) -> Extracted:
+        charset = "utf-8"
+        for part in response.headers.get("content-type", "").split(";")[1:]:
+            name, _, value = part.strip().partition("=")
+            if name.lower() == "charset" and value:
+                charset = value.strip("\"' ")
+        try:
+            text = response.body.decode(charset, errors="replace")
+        except LookupError:
+            text = response.body.decode("utf-8", errors="replace")
+        if response.content_type in TEXT_TYPES:
+            markdown = normalize_markdown(text)
+            title = markdown.split("\n", 1)[0].lstrip("# ").strip() or response.url
+            return Extracted(title, markdown, content_hash(markdown), "text")
+        return extract(text, response.url)
+
+    # -- commit: one transaction per document, then apply the journal ----------------------
+
+    def _commit_pages(
+        self, source: SourceConfig, pages: Sequence[_Page], outcome: SourceOutcome, run_id: str
+    ) -> None:
+        counters = outcome.counters
+        now = iso(self.clock())
+        plans = {}
+        for page in pages:
+            if page.kind == "changed":
+                plans[page.doc_key] = self._plan(page, now)
+        self._embed_missing(
+            {c.chunk_hash: c.text for stored, plan in plans.values() for c in plan.add}, counters
+        )
+        for page in pages:
+            counters.requests_sent += page.requested
+            counters.conditional_requests_sent += page.conditional
+            if page.kind == "disallowed":
+                counters.robots_disallowed += 1
+            elif page.kind == "not_modified":
+                counters.responses_304 += 1
+                self.state.mark_checked(page.doc_key, now)
+            elif page.kind == "unchanged":
+                counters.responses_200_unchanged += 1
+                self.state.mark_checked(page.doc_key, now, **self._validators(page))
+            elif page.kind == "changed":
+                counters.responses_200_changed += 1
+                stored, plan = plans[page.doc_key]
+                self._commit_changed(source, page, stored, plan, now, run_id, counters)
+            else:
+                self._record_failure(page, now, outcome)
+        self._apply_journal(counters)
+
+    def _plan(self, page: _Page, now: str) -> tuple[list, Any]:
+        document = page.document
+        assert page.extracted is not None
+        payload_moved = bool(document) and (
+            document["title"] != page.extracted.title or document["canonical_url"] != page.url
+        )
+        old = self.state.chunks(page.doc_key) if document else []
+        return plan_chunks(
+            page.doc_key,
+            old,
+            page.chunks,
+            model_id=self.model_id,
+            now=now,
+            document_payload_changed=payload_moved,
+        )
+
+    def _embed_missing(self, texts: dict[str, str], counters: Counters) -> None:
+        """Embed the texts whose vectors the cache lacks; cache them as they come."""
+        if not texts:
+            return
+        missing = sorted(self.state.missing_vectors(texts, self.model_id))
+        counters.chunks_reused += len(texts) - len(missing)
+        for start in range(0, len(missing), EMBED_FLUSH):
+            batch = missing[start : start + EMBED_FLUSH]
+            vectors = self.embedder.embed([texts[h] for h in batch])
+            self.state.put_vectors(self.model_id, dict(zip(batch, vectors, strict=True)),
+                                   iso(self.clock()))
+            counters.chunks_embedded += len(batch)
+            log.info("embedded %d/%d new chunk texts", start + len(batch), len(missing))
+
+    def _validators(self, page: _Page) -> dict[str, str | None]:
+        assert page.response is not None
+        return {
+            "etag": page.response.etag,
+            "last_modified": page.response.last_modified,
+            "raw_hash": page.raw_hash or None,
+        }
+
+    def _commit_changed(
+        self,
+        source: SourceConfig,
+        page: _Page,
+        stored: list,
+        plan: Any,
+        now: str,
+        run_id: str,
+        counters: Counters,
+    ) -> None:
+        before = page.document
+        extracted = page.extracted
+        assert extracted is not None and page.response is not None
+        document = {
+            "doc_key": page.doc_key,
+            "source_id": source.id,
+            "canonical_url": page.url,
+            "title": extracted.title,
+            "etag": page.response.etag,
+            "last_modified": page.response.last_modified,
+            "raw_hash": page.raw_hash,
+            "content_hash": extracted.content_hash,
+            "markdown": extracted.markdown,
+            "extractor": extracted.extractor,
+            "status": "active",
+            "lastmod_hint": page.candidate.lastmod,
+            "chunk_count": len(stored),
+            "first_seen_at": before["first_seen_at"] if before else now,
+            "last_checked_at": now,
+            "last_changed_at": now,
+        }
+        model_id = self.model_id
+        ops: list[dict[str, Any]] = []
+        base = {"run_id": run_id, "doc_key": page.doc_key, "created_at": now}
+        for chunk in plan.remove:
+            ops.append({**base, "op": "delete", "point_id": chunk.point_id})
+        for chunk in plan.add:
+            payload = chunk_payload(chunk, document=document, model_id=model_id)
+            ops.append({**base, "op": "upsert", "point_id": chunk.point_id, "payload": payload,
+                        "text_hash": chunk.chunk_hash, "model_id": model_id})
+        for chunk in plan.repayload:
+            payload = chunk_payload(chunk, document=document, model_id=model_id)
+            ops.append({**base, "op": "set_payload", "point_id": chunk.point_id,
+                        "payload": payload})
+        if before is None:
+            change_type = "created"
+            counters.documents_created += 1
+        else:
+            change_type = "restored" if before["status"] == "tombstoned" else "updated"
+            counters.documents_updated += 1
+        change = {
+            "run_id": run_id,
+            "doc_key": page.doc_key,
+            "source_id": source.id,
+            "url": page.url,
+            "change_type": change_type,
+            "old_hash": before["content_hash"] if before else None,
+            "new_hash": extracted.content_hash,
+            "diff": markdown_diff(before["markdown"] if before else "", extracted.markdown,
+                                  page.url),
+            "chunks_added": len(plan.add),
+            "chunks_removed": len(plan.remove),
+            "chunks_kept": len(plan.keep),
+            "magnitude": magnitude(plan),
+            "at": now,
+        }
+        self.state.commit_document(document, stored, ops, change)
+
+    def _record_failure(self, page: _Page, now: str, outcome: SourceOutcome) -> None:
+        counters = outcome.counters
+        if page.status in (404, 410):
+            counters.responses_404 += 1
+        elif page.status == 429:
+            counters.responses_429 += 1
+        elif page.reason.startswith("parse failure"):
+            counters.parse_failures += 1
+        else:
+            counters.fetch_errors += 1
+        if page.transient:
+            counters.retries_scheduled += 1
+        self.state.record_failure(page.doc_key, page.url, status=page.status, error=page.reason,
+                                  at=now)
+        outcome.ok = False
+        outcome.errors.append(f"{page.url}: {page.reason}")
+        log.warning("%s: %s", page.url, page.reason)
+
+    def _apply_journal(self, counters: Counters) -> int:
+        """Apply every pending journal operation, in order; return how many were applied."""
+        applied = 0
+        dimension_checked = False
+        while True:
+            ops = self.state.pending_ops(JOURNAL_BATCH)
+            if not ops:
+                return applied
+            store = self.store
+            if not dimension_checked:
+                store.ensure_collection(self.embedder.dimension)
+                dimension_checked = True
+            for kind, group in groupby(ops, key=lambda op: op.op):
+                self._apply(kind, list(group), store, counters)
+            self.state.mark_done([op.seq for op in ops])
+            applied += len(ops)
+
+    def _apply(self, kind: str, ops: list[StoreOp], store: VectorStore, counters: Counters) -> None:
+        if kind == "delete":
+            store.delete([op.point_id for op in ops])
+            counters.points_deleted += len(ops)
+        elif kind == "set_payload":
+            store.set_payload([(op.point_id, op.payload or {}) for op in ops])
+            counters.payloads_updated += len(ops)
+        else:
+            vectors: dict[str, list[float]] = {}
+            by_model = defaultdict(list)
+            for op in ops:
+                by_model[op.model_id or self.model_id].append(op)
+            for model_id, model_ops in by_model.items():
+                hashes = [op.text_hash for op in model_ops if op.text_hash]
+                vectors.update(self._vectors_for(hashes, model_id, model_ops))
+            store.upsert([(op.point_id, vectors[op.text_hash or ""], op.payload or {})
+                          for op in ops])
+            counters.points_upserted += len(ops)
+
+    def _vectors_for(
+        self, hashes: list[str], model_id: str, ops: list[StoreOp]
+    ) -> dict[str, list[float]]:
+        """Cached vectors; a text the cache lacks (it was cleared) is embedded again."""
+        vectors = self.state.vectors(hashes, model_id)
+        lacking = {op.text_hash: (op.payload or {}).get("page_content", "") for op in ops
+                   if op.text_hash and op.text_hash not in vectors}
+        if lacking and model_id == self.model_id:
+            fresh = self.embedder.embed(list(lacking.values()))
+            new = dict(zip(lacking, fresh, strict=True))
+            self.state.put_vectors(model_id, new, iso(self.clock()))
+            vectors.update(new)
+        return vectors
