@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from functools import cached_property
 from importlib.metadata import PackageNotFoundError, version
@@ -105,17 +106,23 @@ class SentenceTransformerEmbedder:
 
     @cached_property
     def _model(self) -> Any:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never a model hub at run time
         import torch
 
         torch.set_num_threads(self.threads)
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
 
+        transformers_logging.disable_progress_bar()
         return SentenceTransformer(str(self.path), device="cpu")
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
         vectors = self._model.encode(
-            list(texts), batch_size=self.batch_size, normalize_embeddings=self.normalized
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=self.normalized,
+            show_progress_bar=False,
         )
         return [list(map(float, v)) for v in vectors]

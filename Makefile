@@ -1,0 +1,30 @@
+# Two commands do all set-up on a fresh machine:
+#   make demo   – serve the bundled example site on 127.0.0.1, sync it, query it (offline)
+#   make test   – the whole test suite (what .ci/run calls)
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	@# torch first and pinned: 2.13.0 is the CPU wheel; unpinned, pip pulls a multi-GB CUDA build.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python examples/quickstart.py
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff format --check ragsync connectors tests eval examples
+	$(BIN)/ruff check ragsync connectors tests eval examples
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) examples/.ragsync .pytest_cache

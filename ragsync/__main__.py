@@ -1,0 +1,3 @@
+from ragsync.cli import main
+
+main()

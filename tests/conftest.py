@@ -1,0 +1,119 @@
+"""Shared fixtures: a real site on 127.0.0.1, the real MiniLM model behind a counting wrapper."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragsync.config import config_from_mapping
+from ragsync.devsite import DevSite
+from ragsync.embed import SentenceTransformerEmbedder
+from ragsync.sync import Syncer
+
+
+class CountingEmbedder:
+    """The real embedder, counting every text it is asked to embed."""
+
+    def __init__(self, inner: SentenceTransformerEmbedder):
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.dimension = inner.dimension
+        self.max_input_tokens = inner.max_input_tokens
+        self.texts: list[str] = []
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+@pytest.fixture(scope="session")
+def real_embedder() -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder()
+
+
+@pytest.fixture
+def embedder(real_embedder: SentenceTransformerEmbedder) -> CountingEmbedder:
+    return CountingEmbedder(real_embedder)
+
+
+def page(title: str, sections: dict[str, list[str]], intro: str = "") -> tuple[str, str]:
+    """A page as DevSite wants it: ``(title, main_content_html)``."""
+    html = [f"<h1>{title}</h1>"]
+    if intro:
+        html.append(f"<p>{intro}</p>")
+    for heading, paragraphs in sections.items():
+        html.append(f"<h2>{heading}</h2>")
+        html.extend(f"<p>{p}</p>" for p in paragraphs)
+    return title, "\n".join(html)
+
+
+def sentences(topic: str, n: int = 3) -> str:
+    """A paragraph of plausible text about ``topic`` (long enough for trafilatura)."""
+    parts = [
+        f"The {topic} setting controls how the service behaves when traffic grows quickly.",
+        f"Operators usually change {topic} during a maintenance window and watch the logs.",
+        f"Every change to {topic} is recorded in the audit trail with the operator's name.",
+        f"Clients never need a restart after {topic} changes, because the agent reloads it.",
+    ]
+    return " ".join(parts[:n])
+
+
+def example_pages(count: int = 4) -> dict[str, tuple[str, str]]:
+    topics = ["retention", "replication", "throttling", "encryption", "sharding", "caching",
+              "backups", "quotas", "tracing", "alerting", "failover", "compaction"]
+    pages = {}
+    for i in range(count):
+        a, b, c = topics[i % 12], topics[(i + 1) % 12], topics[(i + 2) % 12]
+        pages[f"/guide/page-{i}"] = page(
+            f"Guide {i}: {a}",
+            {
+                f"About {a}": [sentences(a)],
+                f"Tuning {b}": [sentences(b, 4)],
+                f"Limits of {c}": [sentences(c, 2)],
+            },
+            intro=f"This guide (number {i}) covers {a}, {b} and {c} in depth for operators.",
+        )
+    pages["/private/secret"] = page("Secret", {"Hidden": [sentences("secret")]})
+    return pages
+
+
+@pytest.fixture
+def site() -> Iterator[DevSite]:
+    site = DevSite(example_pages())
+    site.start()
+    yield site
+    site.stop()
+
+
+def make_config(tmp_path: Path, sources: list[dict[str, Any]], **tables: Any):
+    data = {
+        "state": {"path": str(tmp_path / "state.db")},
+        "store": {"path": str(tmp_path / "qdrant"), "collection": "test"},
+        "sources": sources,
+        **tables,
+    }
+    return config_from_mapping(data, base_dir=tmp_path)
+
+
+@pytest.fixture
+def make_syncer(tmp_path: Path, embedder: CountingEmbedder):
+    made: list[Syncer] = []
+
+    def build(site: DevSite, path: str = "/sitemap.xml", **source: Any) -> Syncer:
+        config = make_config(
+            tmp_path,
+            [{"id": "docs", "kind": "sitemap", "url": site.base_url + path, **source}],
+        )
+        syncer = Syncer(config, embedder=embedder)
+        made.append(syncer)
+        return syncer
+
+    yield build
+    for syncer in made:
+        syncer.close()
