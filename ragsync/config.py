@@ -258,6 +258,8 @@ class _Reader:
             if name not in raw:
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                     self.fail(key, "missing required key")
+                if f.metadata.get("path"):  # default paths are relative to the file too
+                    values[name] = self.value(hints[name], f.default, key, f.metadata)
                 continue
             value = self.value(hints[name], raw[name], key, f.metadata)
             values[name] = value

@@ -51,7 +51,6 @@ log = logging.getLogger("ragsync")
 Clock = Callable[[], datetime]
 PageKind = Literal["disallowed", "error", "not_modified", "unchanged", "changed"]
 JOURNAL_BATCH = 256
-EMBED_FLUSH = 64  # vectors are cached this often, so a killed run keeps its embedding work
 
 
 def iso(moment: datetime) -> str:
@@ -244,6 +243,7 @@ class Syncer:
         ctx = _Discovery(fetcher, Path(self.config.base_dir), outcome)
         candidates = self._candidates(source, connector.discover(ctx), ctx)
         outcome.counters.candidates_discovered = len(candidates)
+        candidates += self._unlisted(source, {key for key, _ in candidates})
         robots = RobotsPolicy(fetcher.get, self.config.fetch.user_agent)
         robots_lock = threading.Lock()
         host_slots: dict[str, threading.Semaphore] = defaultdict(
@@ -296,6 +296,14 @@ class Syncer:
                 Candidate(url=url, lastmod=candidate.lastmod, priority=candidate.priority),
             )
         return sorted(unique.items(), key=lambda kv: kv[1].lastmod or "", reverse=True)
+
+    def _unlisted(self, source: SourceConfig, listed: set[str]) -> list[tuple[str, Candidate]]:
+        """Known pages the source no longer lists: verified by fetch, never dropped unseen."""
+        return [
+            (doc["doc_key"], Candidate(url=doc["canonical_url"]))
+            for doc in self.state.documents(source.id)
+            if doc["doc_key"] not in listed and doc["status"] != "tombstoned"
+        ]
 
     def _prepare(self, page: _Page, fetcher: Fetcher) -> _Page:
         """Fetch (conditionally), then hash, extract and chunk. Runs on a worker thread."""
@@ -407,8 +415,10 @@ class Syncer:
             return
         missing = sorted(self.state.missing_vectors(texts, self.model_id))
         counters.chunks_reused += len(texts) - len(missing)
-        for start in range(0, len(missing), EMBED_FLUSH):
-            batch = missing[start : start + EMBED_FLUSH]
+        # Cached after every model batch, so a killed run keeps the embedding work it did.
+        step = self.config.embedder.batch_size
+        for start in range(0, len(missing), step):
+            batch = missing[start : start + step]
             vectors = self.embedder.embed([texts[h] for h in batch])
             self.state.put_vectors(self.model_id, dict(zip(batch, vectors, strict=True)),
                                    iso(self.clock()))
@@ -505,6 +515,10 @@ class Syncer:
             counters.retries_scheduled += 1
         self.state.record_failure(page.doc_key, page.url, status=page.status, error=page.reason,
                                   at=now)
+        if page.status in (404, 410):
+            # Missing evidence, not failed work: the content stays retrievable (SPEC §3.8).
+            log.info("%s: %s (content kept)", page.url, page.reason)
+            return
         outcome.ok = False
         outcome.errors.append(f"{page.url}: {page.reason}")
         log.warning("%s: %s", page.url, page.reason)
@@ -525,6 +539,7 @@ class Syncer:
                 self._apply(kind, list(group), store, counters)
             self.state.mark_done([op.seq for op in ops])
             applied += len(ops)
+            log.debug("applied %d journal operations", applied)
 
     def _apply(self, kind: str, ops: list[StoreOp], store: VectorStore, counters: Counters) -> None:
         if kind == "delete":

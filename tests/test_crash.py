@@ -1,0 +1,116 @@
+"""SIGKILL at several instants of a real `ragsync run`, then run again: the index must equal
+what one uninterrupted run produces — no duplicate, orphan or missing point."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from conftest import example_pages
+
+from ragsync.config import load_config
+from ragsync.devsite import DevSite
+from ragsync.state import StateDB
+
+from connectors.qdrant_store import QdrantStore
+
+CONFIG = """
+[state]
+path = "state.db"
+
+[store]
+path = "qdrant"
+collection = "crash"
+
+[embedder]
+batch_size = 16
+
+[fetch]
+concurrency = 4
+
+[[sources]]
+id = "docs"
+kind = "sitemap"
+url = "{base}/sitemap.xml"
+"""
+
+
+def write_config(folder: Path, base: str) -> Path:
+    folder.mkdir()
+    path = folder / "ragsync.toml"
+    path.write_text(CONFIG.format(base=base))
+    return path
+
+
+def ragsync_run(config: Path, *, kill_on: str | None = None, kill_after: float | None = None):
+    """Run `ragsync -vv run`; SIGKILL it when a stderr line contains ``kill_on`` or after
+    ``kill_after`` seconds. Returns the exit code (-9 when killed)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragsync", "-vv", "run", "--config", str(config)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    timer = None
+    if kill_after is not None:
+        timer = threading.Timer(kill_after, lambda: proc.poll() is None and proc.kill())
+        timer.start()
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if kill_on and kill_on in line:
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+    proc.wait(timeout=300)
+    if timer:
+        timer.cancel()
+    return proc.returncode
+
+
+def index_of(folder: Path) -> tuple[dict[str, dict], set[str], int, int]:
+    """(points without timestamps, state point ids, store point count, pending journal ops)."""
+    config = load_config(folder / "ragsync.toml")
+    store = QdrantStore.from_config(config.store)
+    try:
+        points = {}
+        for pid, payload, _ in store.points():
+            payload["metadata"].pop("last_changed_at")
+            points[pid] = payload
+        count = store.count()
+    finally:
+        store.close()
+    state = StateDB(config.state.path)
+    try:
+        state_ids = {chunk.point_id for _, chunk in state.all_chunks()}
+        pending = state.pending_count()
+    finally:
+        state.close()
+    return points, state_ids, count, pending
+
+
+def test_sigkill_at_several_instants_then_rerun_equals_an_uninterrupted_run(tmp_path):
+    site = DevSite(example_pages(24))
+    base = site.start()
+    try:
+        crashed = write_config(tmp_path / "crashed", base)
+        reference = write_config(tmp_path / "reference", base)
+        kills = [
+            ragsync_run(crashed, kill_on="embedded 16/"),  # mid-embedding, nothing committed
+            ragsync_run(crashed, kill_on="applied"),  # right after a journal batch
+            ragsync_run(crashed, kill_on="pages checked"),  # between two windows
+            ragsync_run(crashed, kill_after=1.0 + (time.time() % 1)),  # wherever it is
+        ]
+        assert kills.count(-signal.SIGKILL) >= 3, kills
+        assert ragsync_run(crashed) == 0
+        assert ragsync_run(reference) == 0
+    finally:
+        site.stop()
+
+    points, state_ids, count, pending = index_of(tmp_path / "crashed")
+    expected, expected_state_ids, _, _ = index_of(tmp_path / "reference")
+    assert pending == 0
+    assert count == len(points) == len(expected)  # no duplicates
+    assert set(points) == state_ids == expected_state_ids  # no orphans, nothing missing
+    assert points == expected  # same payloads (timestamps aside)
