@@ -75,6 +75,9 @@ def extract(html: str, url: str) -> Extracted:
             include_links=False,
             include_images=False,
             deduplicate=False,
+            # Precision mode keeps navigation text out of short pages, where the default mode
+            # falls back to a baseline that flattens headings and keeps menus.
+            favor_precision=True,
         )
         extractor = "trafilatura"
     except Exception:  # trafilatura raises many kinds on broken markup; the fallback decides
@@ -108,7 +111,7 @@ def _markdownify_main(html: str) -> str:
         if found:
             main = found[0]
             break
-    return markdownify(lxml.html.tostring(main, encoding="unicode"), heading_style="ATX")
+    return markdownify(lxml.html.tostring(main, encoding="unicode"), heading_style="ATX", bullets="-")
 
 
 def _first_heading(markdown: str) -> str:

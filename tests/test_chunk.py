@@ -1,0 +1,111 @@
+"""Chunking: sections by heading, token budgets, and never past the model's window."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragsync.chunk import Chunker, count_tiktoken, sections, split_blocks
+
+DOC = """# Title
+
+Intro paragraph.
+
+## Install
+
+Step one.
+
+- item a
+- item b
+  continued
+
+```
+code line 1
+
+code line 3
+```
+
+| a | b |
+|---|---|
+| 1 | 2 |
+
+### Debian
+
+Use apt.
+
+## Rotate
+
+Rotate keys.
+"""
+
+
+@pytest.fixture(scope="module")
+def chunker(real_embedder):
+    return Chunker(160, real_embedder.count_tokens, real_embedder.max_input_tokens)
+
+
+def test_blocks_keep_lists_code_and_tables_whole():
+    blocks = [text for level, text in split_blocks(DOC) if level == 0]
+    assert "- item a\n- item b\n  continued" in blocks
+    assert "```\ncode line 1\n\ncode line 3\n```" in blocks
+    assert "| a | b |\n|---|---|\n| 1 | 2 |" in blocks
+
+
+def test_sections_carry_heading_paths():
+    found = [(s.headings, s.blocks[0]) for s in sections(DOC)]
+    assert found == [
+        (("Title",), "Intro paragraph."),
+        (("Title", "Install"), "Step one."),
+        (("Title", "Install", "Debian"), "Use apt."),
+        (("Title", "Rotate"), "Rotate keys."),
+    ]
+
+
+def test_chunk_text_is_heading_path_below_the_title_then_markdown(chunker):
+    chunks = chunker.chunk(DOC)
+    assert [c.headings for c in chunks] == [
+        ("Title",), ("Title", "Install"), ("Title", "Install", "Debian"), ("Title", "Rotate")
+    ]
+    assert chunks[0].text == "Intro paragraph."
+    assert chunks[2].text == "Install > Debian\n\nUse apt."
+    assert chunks[1].text.startswith("Install\n\nStep one.\n\n- item a")
+    assert [c.index for c in chunks] == [0, 1, 2, 3]
+
+
+def test_an_edit_in_one_section_cannot_move_boundaries_in_another(chunker):
+    long_section = "\n\n".join(f"Paragraph {i} " + "word " * 60 for i in range(8))
+    doc = f"# T\n\n## A\n\n{long_section}\n\n## B\n\n{long_section}\n"
+    edited = doc.replace("Paragraph 0 ", "Paragraph zero, edited at length, ", 1)
+    before, after = chunker.chunk(doc), chunker.chunk(edited)
+    b_before = [c.text for c in before if c.headings[-1] == "B"]
+    b_after = [c.text for c in after if c.headings[-1] == "B"]
+    assert b_before == b_after and len(b_before) > 1
+
+
+def test_budget_holds_for_every_chunk(chunker):
+    paragraphs = "\n\n".join("Sentence number %d is here. " % i * 12 for i in range(20))
+    for chunk in chunker.chunk(f"# T\n\n## S\n\n{paragraphs}\n"):
+        assert count_tiktoken(chunk.text) <= 160
+        assert chunk.tokens == count_tiktoken(chunk.text)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # Word-piece heavy text: few tiktoken tokens, many model tokens.
+        " ".join(["Pneumonoultramicroscopicsilicovolcanoconiosis-ähnlich"] * 60),
+        "x" * 5000,  # one enormous "word"
+        "```\n" + "\n".join(f"value_{i} = compute({i}) # ünïcödé" for i in range(300)) + "\n```",
+        "| " + " | ".join(f"col{i}" for i in range(200)) + " |",
+        "数据同步" * 400,
+    ],
+)
+def test_no_chunk_exceeds_the_model_window(chunker, real_embedder, body):
+    chunks = chunker.chunk(f"# T\n\n## A very long heading {'h' * 50}\n\n{body}\n")
+    assert chunks
+    for chunk in chunks:
+        assert real_embedder.count_tokens(chunk.text) <= real_embedder.max_input_tokens
+        assert count_tiktoken(chunk.text) <= 160
+
+
+def test_identical_input_gives_identical_chunks(chunker):
+    assert chunker.chunk(DOC) == chunker.chunk(DOC)

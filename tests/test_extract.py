@@ -1,0 +1,73 @@
+"""Extraction: clean Markdown, structure kept, per-request noise ignored."""
+
+from __future__ import annotations
+
+from ragsync.devsite import DevSite
+from ragsync.extract import extract, normalize_markdown
+
+BODY = """<h1>Key rotation</h1>
+<p>This page explains how to rotate <b>API keys</b> safely, with enough text to count as content.</p>
+<h2>Steps</h2>
+<ul><li>Back up the old key</li><li>Tell your team</li></ul>
+<pre><code>acme-vault rotate --key old
+  echo   done</code></pre>
+<table><tr><th>Step</th><th>Time</th></tr><tr><td>Create</td><td>1 min</td></tr></table>
+<h3>Verify</h3><p>Check the logs for errors after rotation completes and watch the dashboards.</p>"""
+
+
+def rendered(noise: bool = True) -> str:
+    site = DevSite({"/k": ("Key rotation", BODY)}, noise=noise)
+    return site._render(site.pages["/k"])
+
+
+def test_structure_is_kept():
+    md = extract(rendered(), "http://x/k").markdown
+    assert "# Key rotation" in md and "## Steps" in md and "### Verify" in md
+    assert "- Back up the old key" in md
+    assert "```\nacme-vault rotate --key old\n  echo   done\n```" in md
+    assert "| Step | Time |" in md
+    assert "**API keys**" in md
+
+
+def test_per_request_noise_changes_nothing():
+    pages = {rendered() for _ in range(5)}
+    assert len(pages) == 5  # the HTML really differs every time
+    results = {extract(html, "http://x/k") for html in pages}
+    assert len({r.content_hash for r in results}) == 1
+    md = next(iter(results)).markdown
+    for noise in ("csrf", "Rendered at", "Related", "Changelog", "Example Inc"):
+        assert noise not in md
+
+
+def test_title_comes_from_the_page():
+    assert extract(rendered(), "http://x/k").title.startswith("Key rotation")
+
+
+def test_markdownify_fallback_for_pages_trafilatura_rejects(monkeypatch):
+    import trafilatura
+
+    monkeypatch.setattr(trafilatura, "extract", lambda *a, **k: None)
+    html = ("<html><body><nav>Menu</nav><header>Top</header><main><h2>Tiny</h2>"
+            "<ul><li>alpha</li></ul><p>Short.</p></main><footer>Foot</footer></body></html>")
+    result = extract(html, "http://x/tiny")
+    assert result.extractor == "markdownify"
+    assert result.markdown == "## Tiny\n\n- alpha\n\nShort.\n"
+
+
+def test_short_page_keeps_its_heading_and_drops_the_menu():
+    html = "<html><body><nav>Menu</nav><main><h2>Tiny</h2><p>Short.</p></main></body></html>"
+    assert extract(html, "http://x/tiny").markdown == "## Tiny\n\nShort.\n"
+
+
+def test_a_page_with_no_text_is_an_extract_error():
+    import pytest
+
+    from ragsync.errors import ExtractError
+
+    with pytest.raises(ExtractError, match="http://x/empty"):
+        extract("<html><body><script>var x;</script> </body></html>", "http://x/empty")
+
+
+def test_normalisation():
+    text = "Caf\u0065\u0301  au   lait  \n\n\n\nNext\t line   \n```\n  keep   this\n```\n"
+    assert normalize_markdown(text) == "Café au lait\n\nNext line\n```\n  keep   this\n```\n"

@@ -1,0 +1,83 @@
+"""The state DB: migrations, the one-transaction commit, the journal, the embedding cache."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from ragsync.errors import StateError
+from ragsync.models import StoredChunk
+from ragsync.state import MIGRATIONS, StateDB
+
+
+@pytest.fixture
+def state(tmp_path):
+    db = StateDB(tmp_path / "state.db")
+    yield db
+    db.close()
+
+
+def doc(key="docs:https://x/a", **extra):
+    return {"doc_key": key, "source_id": "docs", "canonical_url": "https://x/a", "title": "A",
+            "status": "active", "first_seen_at": "t0", "content_hash": "h1", **extra}
+
+
+def chunk(pid="p1", text="hello"):
+    return StoredChunk(pid, 0, "c" + pid, text, ("A",), 1, "t0")
+
+
+def test_migrations_are_named_ordered_and_applied_once(tmp_path, state):
+    assert [r["name"] for r in state.db["_migrations"].rows] == [n for n, _ in MIGRATIONS]
+    assert state.migrate() == []
+    assert state.db.journal_mode == "wal"
+    assert {"documents", "fetch_attempts", "chunks", "embedding_cache", "journal", "runs",
+            "changes"} <= set(state.db.table_names())
+
+
+def test_a_db_from_a_newer_ragsync_is_refused(tmp_path, state):
+    state.db["_migrations"].insert({"name": "999_future", "applied_at": "x"})
+    state.close()
+    with pytest.raises(StateError, match="newer ragsync"):
+        StateDB(tmp_path / "state.db")
+
+
+def test_commit_document_is_all_or_nothing(state):
+    state.commit_document(doc(), [chunk()], [{"op": "upsert", "point_id": "p1"}], None)
+    with pytest.raises(sqlite3.IntegrityError):
+        # A journal row without its point id violates NOT NULL: nothing of this commit lands.
+        state.commit_document(doc(title="B"), [chunk("p2")], [{"op": "upsert"}], None)
+    assert state.document("docs:https://x/a")["title"] == "A"
+    assert [c.point_id for c in state.chunks("docs:https://x/a")] == ["p1"]
+    assert state.pending_count() == 1
+
+
+def test_journal_order_and_mark_done(state):
+    ops = [{"op": "delete", "point_id": "old"}, {"op": "upsert", "point_id": "new",
+                                                 "payload": {"page_content": "x"}}]
+    state.commit_document(doc(), [chunk()], ops, None)
+    pending = state.pending_ops()
+    assert [(op.op, op.point_id) for op in pending] == [("delete", "old"), ("upsert", "new")]
+    assert pending[1].payload == {"page_content": "x"}
+    state.mark_done([pending[0].seq])
+    assert [op.point_id for op in state.pending_ops()] == ["new"]
+
+
+def test_failures_never_touch_the_last_good_content(state):
+    state.commit_document(doc(), [chunk()], [], None)
+    assert state.record_failure("docs:https://x/a", "https://x/a", status=503, error="HTTP 503",
+                                at="t1") == 1
+    assert state.record_failure("docs:https://x/a", "https://x/a", status=None, error="timeout",
+                                at="t2") == 2
+    assert state.document("docs:https://x/a")["content_hash"] == "h1"
+    attempt = state.fetch_attempts()[0]
+    assert (attempt["attempts"], attempt["first_failed_at"], attempt["last_error"]) == (
+        2, "t1", "timeout")
+
+
+def test_embedding_cache_roundtrip(state):
+    assert state.missing_vectors(["a", "b"], "m") == {"a", "b"}
+    state.put_vectors("m", {"a": [0.5, -1.0, 2.0]}, "t")
+    assert state.missing_vectors(["a", "b"], "m") == {"b"}
+    assert state.missing_vectors(["a"], "other-model") == {"a"}
+    assert state.vectors(["a"], "m") == {"a": [0.5, -1.0, 2.0]}
