@@ -134,7 +134,10 @@ class QdrantStore:
                 ]
             )
         found = self.client.query_points(
-            self.collection, query=list(vector), limit=k, query_filter=query_filter,
+            self.collection,
+            query=list(vector),
+            limit=k,
+            query_filter=query_filter,
             with_payload=True,
         ).points
         hits = []
@@ -162,7 +165,10 @@ class QdrantStore:
         offset = None
         while True:
             records, offset = self.client.scroll(
-                self.collection, limit=BATCH, offset=offset, with_payload=True,
+                self.collection,
+                limit=BATCH,
+                offset=offset,
+                with_payload=True,
                 with_vectors=with_vectors,
             )
             for record in records:

@@ -27,9 +27,7 @@ class SitemapOptions:
 
 def _parser() -> etree.XMLParser:
     # Hostile XML: no entity expansion, no DTD, no network, no huge trees.
-    return etree.XMLParser(
-        resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False
-    )
+    return etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
 
 
 def gunzip_bounded(body: bytes, limit: int = MAX_DECOMPRESSED) -> bytes:
@@ -70,8 +68,12 @@ def parse_sitemap(xml: bytes) -> tuple[list[tuple[str, str | None]], list[str]]:
         if lastmod is None:
             lastmod = url.find("lastmod")
         if loc is not None and loc.text and loc.text.strip():
-            pages.append((loc.text.strip(), lastmod.text.strip() if lastmod is not None and
-                          lastmod.text else None))
+            pages.append(
+                (
+                    loc.text.strip(),
+                    lastmod.text.strip() if lastmod is not None and lastmod.text else None,
+                )
+            )
     return pages, []
 
 

@@ -24,7 +24,7 @@ class UrlListSource:
     @classmethod
     def validate(cls, options: UrlListOptions) -> None:
         if not options.urls and not options.urls_file:
-            raise ConfigError("give `urls = [...]` or `urls_file = \"...\"`", key="urls")
+            raise ConfigError('give `urls = [...]` or `urls_file = "..."`', key="urls")
         for i, url in enumerate(options.urls):
             if not url.startswith(("http://", "https://")):
                 raise ConfigError(f"must be an http(s) URL, got {url!r}", key=f"urls[{i}]")

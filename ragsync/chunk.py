@@ -4,9 +4,9 @@ The Markdown is split into sections at every heading; each section's blocks (par
 fenced code, tables) are packed whole into chunks up to ``max_tokens`` tiktoken tokens. Packing
 restarts at each heading, so an edit in one section cannot move chunk boundaries in another.
 Each chunk's text is its heading path (below the page's level-1 title), a blank line, then the
-Markdown: that exact text is embedded and stored as ``page_content``. No chunk exceeds the embedding model's own window
-(counted with the model's tokenizer): a block too large for either budget is split by lines,
-then words, then characters.
+Markdown: that exact text is embedded and stored as ``page_content``. No chunk exceeds the
+embedding model's own window (counted with the model's tokenizer): a block too large for either
+budget is split by lines, then words, then characters.
 """
 
 from __future__ import annotations
@@ -207,8 +207,7 @@ class Chunker:
         fence = _FENCE.match(block)
         if fence and block.rstrip().endswith(fence.group(1)) and block.count("\n") >= 2:
             opening, *inner, closing = block.split("\n")
-            for piece in self._greedy(prefix, inner, "\n", wrap=(opening, closing)):
-                yield piece
+            yield from self._greedy(prefix, inner, "\n", wrap=(opening, closing))
             return
         if "\n" in block:
             yield from self._greedy(prefix, block.split("\n"), "\n")

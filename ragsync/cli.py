@@ -50,18 +50,26 @@ def _errors_to_exit_codes(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr.")
 def main(verbose: int, quiet: bool) -> None:
     """Keep a RAG vector index exactly in sync with its web sources."""
-    level = logging.ERROR if quiet else (logging.DEBUG if verbose > 1 else logging.INFO
-                                         if verbose else logging.WARNING)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(message)s",
-                        stream=sys.stderr)
+    level = (
+        logging.ERROR
+        if quiet
+        else (logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING)
+    )
+    logging.basicConfig(
+        level=level, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr
+    )
     for noisy in ("httpx", "httpcore", "trafilatura", "sentence_transformers"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
 @main.command()
 @CONFIG_OPTION
-@click.option("--all", "revalidate_all", is_flag=True,
-              help="Revalidate every page now (today every run revalidates every page).")
+@click.option(
+    "--all",
+    "revalidate_all",
+    is_flag=True,
+    help="Revalidate every page now (today every run revalidates every page).",
+)
 @click.option("--source", "source_id", help="Only this source id.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON on stdout.")
 @_errors_to_exit_codes
@@ -95,8 +103,9 @@ def _print_report(report: dict[str, Any]) -> None:
 @main.command()
 @CONFIG_OPTION
 @click.argument("query")
-@click.option("-k", "k", default=5, show_default=True, type=click.IntRange(1, 100),
-              help="Number of hits.")
+@click.option(
+    "-k", "k", default=5, show_default=True, type=click.IntRange(1, 100), help="Number of hits."
+)
 @click.option("--source", "source_id", help="Only hits from this source id.")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON on stdout.")
 @_errors_to_exit_codes

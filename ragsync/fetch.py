@@ -69,8 +69,9 @@ class Fetcher:
                     requested_url=url,
                 )
         except httpx.TooManyRedirects as exc:
-            raise FetchError(url, f"redirect loop or chain over {self.config.max_redirects}",
-                             transient=False) from exc
+            raise FetchError(
+                url, f"redirect loop or chain over {self.config.max_redirects}", transient=False
+            ) from exc
         except httpx.TimeoutException as exc:
             raise FetchError(url, f"timeout ({type(exc).__name__})", transient=True) from exc
         except httpx.DecodingError as exc:

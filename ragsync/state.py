@@ -15,7 +15,7 @@ import json
 import sqlite3
 import uuid
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ Migration = Callable[[Database], None]
 
 
 def _m001_initial(db: Database) -> None:
-    db["documents"].create(
+    db.table("documents").create(
         {
             "doc_key": str,
             "source_id": str,
@@ -51,8 +51,8 @@ def _m001_initial(db: Database) -> None:
         pk="doc_key",
         not_null={"source_id", "canonical_url", "status", "first_seen_at"},
     )
-    db["documents"].create_index(["source_id", "status"])
-    db["fetch_attempts"].create(
+    db.table("documents").create_index(["source_id", "status"])
+    db.table("fetch_attempts").create(
         {
             "doc_key": str,
             "url": str,
@@ -65,7 +65,7 @@ def _m001_initial(db: Database) -> None:
         },
         pk="doc_key",
     )
-    db["chunks"].create(
+    db.table("chunks").create(
         {
             "point_id": str,
             "doc_key": str,
@@ -79,12 +79,12 @@ def _m001_initial(db: Database) -> None:
         pk="point_id",
         not_null={"doc_key", "chunk_hash", "text"},
     )
-    db["chunks"].create_index(["doc_key", "chunk_index"])
-    db["embedding_cache"].create(
+    db.table("chunks").create_index(["doc_key", "chunk_index"])
+    db.table("embedding_cache").create(
         {"text_hash": str, "model_id": str, "dim": int, "vector": bytes, "created_at": str},
         pk=("text_hash", "model_id"),
     )
-    db["journal"].create(
+    db.table("journal").create(
         {
             "seq": int,
             "run_id": str,
@@ -99,7 +99,7 @@ def _m001_initial(db: Database) -> None:
         pk="seq",
         not_null={"op", "point_id"},
     )
-    db["runs"].create(
+    db.table("runs").create(
         {
             "run_id": str,
             "started_at": str,
@@ -111,7 +111,7 @@ def _m001_initial(db: Database) -> None:
         },
         pk="run_id",
     )
-    db["changes"].create(
+    db.table("changes").create(
         {
             "id": int,
             "run_id": str,
@@ -130,8 +130,10 @@ def _m001_initial(db: Database) -> None:
         },
         pk="id",
     )
-    db["changes"].create_index(["at"])
-    db["aliases"].create({"alias_key": str, "doc_key": str, "url": str, "at": str}, pk="alias_key")
+    db.table("changes").create_index(["at"])
+    db.table("aliases").create(
+        {"alias_key": str, "doc_key": str, "url": str, "at": str}, pk="alias_key"
+    )
 
 
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (("001_initial", _m001_initial),)
@@ -176,7 +178,7 @@ class StateDB:
 
     def migrate(self) -> list[str]:
         """Apply the named migrations not applied yet, in order; return their names."""
-        table = self.db["_migrations"]
+        table = self.db.table("_migrations")
         if not table.exists():
             table.create({"name": str, "applied_at": str}, pk="name")
         done = {row["name"] for row in table.rows}
@@ -213,7 +215,7 @@ class StateDB:
         fields = {"last_checked_at": checked_at}
         fields.update({k: v for k, v in validators.items() if v is not None})
         with self.db.atomic():
-            self.db["documents"].update(doc_key, fields)
+            self.db.table("documents").update(doc_key, fields)
             self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])
 
     def record_failure(
@@ -226,7 +228,7 @@ class StateDB:
                 None,
             )
             attempts = (row["attempts"] if row else 0) + 1
-            self.db["fetch_attempts"].upsert(
+            self.db.table("fetch_attempts").upsert(
                 {
                     "doc_key": doc_key,
                     "url": url,
@@ -270,7 +272,7 @@ class StateDB:
             present.update(row["text_hash"] for row in self.db.query(sql, [model_id, *batch]))
         return wanted - present
 
-    def put_vectors(self, model_id: str, vectors: dict[str, Sequence[float]], at: str) -> None:
+    def put_vectors(self, model_id: str, vectors: Mapping[str, Sequence[float]], at: str) -> None:
         """Cache vectors by text hash (one transaction; the cache only ever grows)."""
         rows = [
             {
@@ -283,7 +285,9 @@ class StateDB:
             for text_hash, vector in vectors.items()
         ]
         with self.db.atomic():
-            self.db["embedding_cache"].insert_all(rows, pk=("text_hash", "model_id"), replace=True)
+            self.db.table("embedding_cache").insert_all(
+                rows, pk=("text_hash", "model_id"), replace=True
+            )
 
     def vectors(self, text_hashes: Iterable[str], model_id: str) -> dict[str, list[float]]:
         result: dict[str, list[float]] = {}
@@ -316,9 +320,9 @@ class StateDB:
         """
         doc_key = document["doc_key"]
         with self.db.atomic():
-            self.db["documents"].upsert(document, pk="doc_key")
+            self.db.table("documents").upsert(document, pk="doc_key")
             self.db.execute("delete from chunks where doc_key = ?", [doc_key])
-            self.db["chunks"].insert_all(
+            self.db.table("chunks").insert_all(
                 (
                     {
                         "point_id": c.point_id,
@@ -335,13 +339,13 @@ class StateDB:
                 pk="point_id",
             )
             if ops:
-                self.db["journal"].insert_all(
+                self.db.table("journal").insert_all(
                     ({**op, "payload": _json_or_none(op.get("payload"))} for op in ops), pk="seq"
                 )
             if change:
-                self.db["changes"].insert(change, pk="id")
+                self.db.table("changes").insert(change, pk="id")
             for alias in aliases:
-                self.db["aliases"].upsert(alias, pk="alias_key")
+                self.db.table("aliases").upsert(alias, pk="alias_key")
             self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])
 
     # -- the journal ------------------------------------------------------------------------
@@ -374,7 +378,7 @@ class StateDB:
 
     def start_run(self, run_id: str, started_at: str) -> None:
         with self.db.atomic():
-            self.db["runs"].insert(
+            self.db.table("runs").insert(
                 {"run_id": run_id, "started_at": started_at, "status": "running"}, pk="run_id"
             )
 
@@ -382,7 +386,7 @@ class StateDB:
         self, run_id: str, *, finished_at: str, ok: bool, counters: dict, sources: dict
     ) -> None:
         with self.db.atomic():
-            self.db["runs"].update(
+            self.db.table("runs").update(
                 run_id,
                 {
                     "finished_at": finished_at,

@@ -30,11 +30,13 @@ from ragsync.fetch import Fetcher
 from ragsync.models import (
     Candidate,
     Chunk,
+    ChunkPlan,
     Counters,
     Extracted,
     Hit,
     Response,
     SourceOutcome,
+    StoredChunk,
     StoreOp,
     SyncResult,
 )
@@ -195,8 +197,9 @@ class Syncer:
         """
         sources = [self.config.source(source)] if source else list(self.config.sources)
         started = self.clock()
-        result = SyncResult(run_id=f"{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}",
-                            started_at=iso(started))
+        result = SyncResult(
+            run_id=f"{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=iso(started)
+        )
         self.state.start_run(result.run_id, result.started_at)
         fetcher = Fetcher(self.config.fetch, transport=self._transport)
         try:
@@ -393,10 +396,10 @@ class Syncer:
                 self._record_failure(page, now, outcome)
         self._apply_journal(counters)
 
-    def _plan(self, page: _Page, now: str) -> tuple[list, Any]:
+    def _plan(self, page: _Page, now: str) -> tuple[list[StoredChunk], ChunkPlan]:
         document = page.document
         assert page.extracted is not None
-        payload_moved = bool(document) and (
+        payload_moved = document is not None and (
             document["title"] != page.extracted.title or document["canonical_url"] != page.url
         )
         old = self.state.chunks(page.doc_key) if document else []
@@ -420,8 +423,9 @@ class Syncer:
         for start in range(0, len(missing), step):
             batch = missing[start : start + step]
             vectors = self.embedder.embed([texts[h] for h in batch])
-            self.state.put_vectors(self.model_id, dict(zip(batch, vectors, strict=True)),
-                                   iso(self.clock()))
+            self.state.put_vectors(
+                self.model_id, dict(zip(batch, vectors, strict=True)), iso(self.clock())
+            )
             counters.chunks_embedded += len(batch)
             log.info("embedded %d/%d new chunk texts", start + len(batch), len(missing))
 
@@ -437,8 +441,8 @@ class Syncer:
         self,
         source: SourceConfig,
         page: _Page,
-        stored: list,
-        plan: Any,
+        stored: list[StoredChunk],
+        plan: ChunkPlan,
         now: str,
         run_id: str,
         counters: Counters,
@@ -471,12 +475,21 @@ class Syncer:
             ops.append({**base, "op": "delete", "point_id": chunk.point_id})
         for chunk in plan.add:
             payload = chunk_payload(chunk, document=document, model_id=model_id)
-            ops.append({**base, "op": "upsert", "point_id": chunk.point_id, "payload": payload,
-                        "text_hash": chunk.chunk_hash, "model_id": model_id})
+            ops.append(
+                {
+                    **base,
+                    "op": "upsert",
+                    "point_id": chunk.point_id,
+                    "payload": payload,
+                    "text_hash": chunk.chunk_hash,
+                    "model_id": model_id,
+                }
+            )
         for chunk in plan.repayload:
             payload = chunk_payload(chunk, document=document, model_id=model_id)
-            ops.append({**base, "op": "set_payload", "point_id": chunk.point_id,
-                        "payload": payload})
+            ops.append(
+                {**base, "op": "set_payload", "point_id": chunk.point_id, "payload": payload}
+            )
         if before is None:
             change_type = "created"
             counters.documents_created += 1
@@ -491,8 +504,9 @@ class Syncer:
             "change_type": change_type,
             "old_hash": before["content_hash"] if before else None,
             "new_hash": extracted.content_hash,
-            "diff": markdown_diff(before["markdown"] if before else "", extracted.markdown,
-                                  page.url),
+            "diff": markdown_diff(
+                before["markdown"] if before else "", extracted.markdown, page.url
+            ),
             "chunks_added": len(plan.add),
             "chunks_removed": len(plan.remove),
             "chunks_kept": len(plan.keep),
@@ -513,8 +527,9 @@ class Syncer:
             counters.fetch_errors += 1
         if page.transient:
             counters.retries_scheduled += 1
-        self.state.record_failure(page.doc_key, page.url, status=page.status, error=page.reason,
-                                  at=now)
+        self.state.record_failure(
+            page.doc_key, page.url, status=page.status, error=page.reason, at=now
+        )
         if page.status in (404, 410):
             # Missing evidence, not failed work: the content stays retrievable (SPEC §3.8).
             log.info("%s: %s (content kept)", page.url, page.reason)
@@ -556,8 +571,9 @@ class Syncer:
             for model_id, model_ops in by_model.items():
                 hashes = [op.text_hash for op in model_ops if op.text_hash]
                 vectors.update(self._vectors_for(hashes, model_id, model_ops))
-            store.upsert([(op.point_id, vectors[op.text_hash or ""], op.payload or {})
-                          for op in ops])
+            store.upsert(
+                [(op.point_id, vectors[op.text_hash or ""], op.payload or {}) for op in ops]
+            )
             counters.points_upserted += len(ops)
 
     def _vectors_for(
@@ -565,8 +581,11 @@ class Syncer:
     ) -> dict[str, list[float]]:
         """Cached vectors; a text the cache lacks (it was cleared) is embedded again."""
         vectors = self.state.vectors(hashes, model_id)
-        lacking = {op.text_hash: (op.payload or {}).get("page_content", "") for op in ops
-                   if op.text_hash and op.text_hash not in vectors}
+        lacking = {
+            op.text_hash: (op.payload or {}).get("page_content", "")
+            for op in ops
+            if op.text_hash and op.text_hash not in vectors
+        }
         if lacking and model_id == self.model_id:
             fresh = self.embedder.embed(list(lacking.values()))
             new = dict(zip(lacking, fresh, strict=True))

@@ -41,7 +41,9 @@ def canonical_url(url: str) -> str:
     port = parts.port
     netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"
     path = quote(unquote(parts.path), safe=_PATH_SAFE) or "/"
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not _is_tracking(k)]
+    query = [
+        (k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not _is_tracking(k)
+    ]
     return urlunsplit((scheme, netloc, path, urlencode(sorted(query)), ""))
 
 

@@ -65,8 +65,20 @@ def sentences(topic: str, n: int = 3) -> str:
 
 
 def example_pages(count: int = 4) -> dict[str, tuple[str, str]]:
-    topics = ["retention", "replication", "throttling", "encryption", "sharding", "caching",
-              "backups", "quotas", "tracing", "alerting", "failover", "compaction"]
+    topics = [
+        "retention",
+        "replication",
+        "throttling",
+        "encryption",
+        "sharding",
+        "caching",
+        "backups",
+        "quotas",
+        "tracing",
+        "alerting",
+        "failover",
+        "compaction",
+    ]
     pages = {}
     for i in range(count):
         a, b, c = topics[i % 12], topics[(i + 1) % 12], topics[(i + 2) % 12]

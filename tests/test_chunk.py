@@ -63,7 +63,10 @@ def test_sections_carry_heading_paths():
 def test_chunk_text_is_heading_path_below_the_title_then_markdown(chunker):
     chunks = chunker.chunk(DOC)
     assert [c.headings for c in chunks] == [
-        ("Title",), ("Title", "Install"), ("Title", "Install", "Debian"), ("Title", "Rotate")
+        ("Title",),
+        ("Title", "Install"),
+        ("Title", "Install", "Debian"),
+        ("Title", "Rotate"),
     ]
     assert chunks[0].text == "Intro paragraph."
     assert chunks[2].text == "Install > Debian\n\nUse apt."
@@ -82,7 +85,7 @@ def test_an_edit_in_one_section_cannot_move_boundaries_in_another(chunker):
 
 
 def test_budget_holds_for_every_chunk(chunker):
-    paragraphs = "\n\n".join("Sentence number %d is here. " % i * 12 for i in range(20))
+    paragraphs = "\n\n".join(f"Sentence number {i} is here. " * 12 for i in range(20))
     for chunk in chunker.chunk(f"# T\n\n## S\n\n{paragraphs}\n"):
         assert count_tiktoken(chunk.text) <= 160
         assert chunk.tokens == count_tiktoken(chunk.text)

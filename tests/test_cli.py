@@ -12,7 +12,9 @@ from conftest import page, sentences
 def cli(*args, config):
     return subprocess.run(
         [sys.executable, "-m", "ragsync", *args, "--config", str(config)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -33,12 +35,19 @@ def test_run_json_parses_and_its_counters_match_what_happened(tmp_path, site):
     assert counters["points_upserted"] == counters["chunks_embedded"] == 16
     assert report["sources"]["docs"]["counters"] == counters
 
-    site.set_page("/guide/page-2", *page("Guide 2: throttling", {
-        "About throttling": [sentences("throttling")],
-        "Tuning encryption": [sentences("encryption", 4)],
-        "Limits of sharding": ["Sharding stops at 64 shards per collection."],
-    }, intro="This guide (number 2) covers throttling, encryption and sharding in depth for "
-       "operators."))
+    site.set_page(
+        "/guide/page-2",
+        *page(
+            "Guide 2: throttling",
+            {
+                "About throttling": [sentences("throttling")],
+                "Tuning encryption": [sentences("encryption", 4)],
+                "Limits of sharding": ["Sharding stops at 64 shards per collection."],
+            },
+            intro="This guide (number 2) covers throttling, encryption and sharding in depth for "
+            "operators.",
+        ),
+    )
     site.remove_page("/guide/page-3")
     seen = len(site.hits)
     second = cli("run", "--json", config=config)
@@ -66,3 +75,20 @@ def test_unknown_source_is_a_usage_error(tmp_path, site):
     config.write_text(f'[[sources]]\nid = "docs"\nkind = "urls"\nurls = ["{site.base_url}/"]\n')
     proc = cli("run", "--source", "nope", config=config)
     assert proc.returncode == 2 and "no source with id 'nope'" in proc.stderr
+
+
+def test_a_run_that_embeds_nothing_never_imports_the_model_stack(tmp_path, site):
+    config = tmp_path / "ragsync.toml"
+    config.write_text(
+        f'[[sources]]\nid = "docs"\nkind = "sitemap"\nurl = "{site.base_url}/sitemap.xml"\n'
+    )
+    assert cli("run", config=config).returncode == 0
+    probe = (
+        "import sys, ragsync\n"
+        f"with ragsync.Syncer.from_config({str(config)!r}) as s:\n"
+        "    r = s.run()\n"
+        "print(r.counters.responses_304, 'torch' in sys.modules,"
+        " 'sentence_transformers' in sys.modules, 'qdrant_client' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["4", "False", "False", "False"], out.stderr

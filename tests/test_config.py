@@ -38,14 +38,19 @@ def test_minimal_file_gets_defaults_and_paths_relative_to_the_file(tmp_path):
 
 
 def test_urls_source_and_durations(tmp_path):
-    config = load_config(write(tmp_path, """
+    config = load_config(
+        write(
+            tmp_path,
+            """
 [[sources]]
 id = "pages"
 kind = "urls"
 urls = ["https://example.org/a"]
 every = "15m"
 missing_grace = "2h"
-"""))
+""",
+        )
+    )
     source = config.sources[0]
     assert source.options.urls == ("https://example.org/a",)
     assert (source.every, source.missing_grace) == (900, 7200)
@@ -54,19 +59,29 @@ missing_grace = "2h"
 @pytest.mark.parametrize(
     ("text", "key", "fragment"),
     [
-        (MINIMAL + "\n[chunker]\nmax_tokns = 100\n", "chunker.max_tokns", "did you mean 'max_tokens'"),
-        (MINIMAL + "\n[chunker]\nmax_tokens = \"big\"\n", "chunker.max_tokens", "must be an integer"),
-        ("[[sources]]\nid = \"docs\"\nkind = \"sitemap\"\n", "sources[0].url", "missing required key"),
-        (MINIMAL.replace('id = "docs"\n', 'id = "docs"\nevry = "1h"\n'), "sources[0].evry",
-         "did you mean 'every'"),
+        (
+            MINIMAL + "\n[chunker]\nmax_tokns = 100\n",
+            "chunker.max_tokns",
+            "did you mean 'max_tokens'",
+        ),
+        (MINIMAL + '\n[chunker]\nmax_tokens = "big"\n', "chunker.max_tokens", "must be an integer"),
+        ('[[sources]]\nid = "docs"\nkind = "sitemap"\n', "sources[0].url", "missing required key"),
+        (
+            MINIMAL.replace('id = "docs"\n', 'id = "docs"\nevry = "1h"\n'),
+            "sources[0].evry",
+            "did you mean 'every'",
+        ),
         (MINIMAL.replace('"sitemap"', '"sitemp"'), "sources[0].kind", "unknown source kind"),
         (MINIMAL + '\n[fetch]\ntimeout = "soon"\n', "fetch.timeout", "must be a number"),
-        (MINIMAL.replace('kind = "sitemap"', 'kind = "sitemap"\nevery = "often"'),
-         "sources[0].every", "not a duration"),
-        ("[state]\npath = \"x.db\"\n", "sources", "missing required key"),
+        (
+            MINIMAL.replace('kind = "sitemap"', 'kind = "sitemap"\nevery = "often"'),
+            "sources[0].every",
+            "not a duration",
+        ),
+        ('[state]\npath = "x.db"\n', "sources", "missing required key"),
         (MINIMAL + MINIMAL, "sources[1].id", "duplicate source id"),
-        (MINIMAL + "\n[stat]\npath = \"x\"\n", "stat", "did you mean 'state'"),
-        ("[[sources]]\nid = \"p\"\nkind = \"urls\"\n", "sources[0].urls", "give `urls"),
+        (MINIMAL + '\n[stat]\npath = "x"\n', "stat", "did you mean 'state'"),
+        ('[[sources]]\nid = "p"\nkind = "urls"\n', "sources[0].urls", "give `urls"),
     ],
 )
 def test_bad_config_names_file_and_key(tmp_path, text, key, fragment):
@@ -88,15 +103,17 @@ def test_invalid_toml_and_missing_file(tmp_path):
     ("name", "text", "key"),
     [
         ("unknown key", MINIMAL + "\n[fetch]\nconcurency = 2\n", "fetch.concurency"),
-        ("wrong type", MINIMAL + "\n[embedder]\nbatch_size = \"64\"\n", "embedder.batch_size"),
-        ("missing source url", "[[sources]]\nid = \"d\"\nkind = \"sitemap\"\n", "sources[0].url"),
+        ("wrong type", MINIMAL + '\n[embedder]\nbatch_size = "64"\n', "embedder.batch_size"),
+        ("missing source url", '[[sources]]\nid = "d"\nkind = "sitemap"\n', "sources[0].url"),
     ],
 )
 def test_cli_exits_2_naming_the_key(tmp_path, name, text, key):
     path = write(tmp_path, text)
     proc = subprocess.run(
         [sys.executable, "-m", "ragsync", "run", "--config", str(path)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 2, (name, proc.stderr)
     assert key in proc.stderr and str(path) in proc.stderr

@@ -13,11 +13,10 @@ from pathlib import Path
 
 from conftest import example_pages
 
+from connectors.qdrant_store import QdrantStore
 from ragsync.config import load_config
 from ragsync.devsite import DevSite
 from ragsync.state import StateDB
-
-from connectors.qdrant_store import QdrantStore
 
 CONFIG = """
 [state]
@@ -52,7 +51,9 @@ def ragsync_run(config: Path, *, kill_on: str | None = None, kill_after: float |
     ``kill_after`` seconds. Returns the exit code (-9 when killed)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "ragsync", "-vv", "run", "--config", str(config)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     timer = None
     if kill_after is not None:

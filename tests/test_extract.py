@@ -6,13 +6,15 @@ from ragsync.devsite import DevSite
 from ragsync.extract import extract, normalize_markdown
 
 BODY = """<h1>Key rotation</h1>
-<p>This page explains how to rotate <b>API keys</b> safely, with enough text to count as content.</p>
+<p>This page explains how to rotate <b>API keys</b> safely,
+with enough text to count as content.</p>
 <h2>Steps</h2>
 <ul><li>Back up the old key</li><li>Tell your team</li></ul>
 <pre><code>acme-vault rotate --key old
   echo   done</code></pre>
 <table><tr><th>Step</th><th>Time</th></tr><tr><td>Create</td><td>1 min</td></tr></table>
-<h3>Verify</h3><p>Check the logs for errors after rotation completes and watch the dashboards.</p>"""
+<h3>Verify</h3>
+<p>Check the logs for errors after rotation completes and watch the dashboards.</p>"""
 
 
 def rendered(noise: bool = True) -> str:
@@ -47,8 +49,10 @@ def test_markdownify_fallback_for_pages_trafilatura_rejects(monkeypatch):
     import trafilatura
 
     monkeypatch.setattr(trafilatura, "extract", lambda *a, **k: None)
-    html = ("<html><body><nav>Menu</nav><header>Top</header><main><h2>Tiny</h2>"
-            "<ul><li>alpha</li></ul><p>Short.</p></main><footer>Foot</footer></body></html>")
+    html = (
+        "<html><body><nav>Menu</nav><header>Top</header><main><h2>Tiny</h2>"
+        "<ul><li>alpha</li></ul><p>Short.</p></main><footer>Foot</footer></body></html>"
+    )
     result = extract(html, "http://x/tiny")
     assert result.extractor == "markdownify"
     assert result.markdown == "## Tiny\n\n- alpha\n\nShort.\n"

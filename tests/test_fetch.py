@@ -25,8 +25,9 @@ def test_validators_are_sent_back():
         seen.update(request.headers)
         return httpx.Response(304)
 
-    response = fetcher_for(handler).get("https://x.org/a", etag='"v1"',
-                                        last_modified="Wed, 01 Jan 2026 00:00:00 GMT")
+    response = fetcher_for(handler).get(
+        "https://x.org/a", etag='"v1"', last_modified="Wed, 01 Jan 2026 00:00:00 GMT"
+    )
     assert response.status == 304
     assert seen["if-none-match"] == '"v1"'
     assert seen["if-modified-since"] == "Wed, 01 Jan 2026 00:00:00 GMT"
@@ -51,9 +52,10 @@ def test_oversized_and_bomb_bodies_end_the_page():
         big.get("https://x.org/big")
     assert not info.value.transient
     bomb = gzip.compress(b"\0" * 200_000)
-    gz = fetcher_for(lambda r: httpx.Response(200, content=bomb,
-                                              headers={"Content-Encoding": "gzip"}),
-                     max_body_bytes=10_000)
+    gz = fetcher_for(
+        lambda r: httpx.Response(200, content=bomb, headers={"Content-Encoding": "gzip"}),
+        max_body_bytes=10_000,
+    )
     with pytest.raises(FetchError, match="max_body_bytes"):
         gz.get("https://x.org/bomb")
 

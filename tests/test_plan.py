@@ -60,15 +60,15 @@ def test_ids_depend_on_record_and_model():
 
 def test_title_change_repayloads_every_kept_chunk():
     old, _ = plan_chunks(KEY, [], chunks("a", "b"), model_id=MODEL, now=T0)
-    _, plan = plan_chunks(KEY, old, chunks("a", "b"), model_id=MODEL, now=T1,
-                          document_payload_changed=True)
+    _, plan = plan_chunks(
+        KEY, old, chunks("a", "b"), model_id=MODEL, now=T1, document_payload_changed=True
+    )
     assert len(plan.repayload) == 2 and not plan.add
 
 
 def test_payload_is_langchain_shaped():
     stored, _ = plan_chunks(KEY, [], chunks("text"), model_id=MODEL, now=T0)
-    document = {"canonical_url": "https://x/a", "source_id": "docs", "title": "A",
-                "doc_key": KEY}
+    document = {"canonical_url": "https://x/a", "source_id": "docs", "title": "A", "doc_key": KEY}
     payload = chunk_payload(stored[0], document=document, model_id=MODEL)
     assert payload["page_content"] == "text"
     assert payload["metadata"]["doc_key"] == KEY and payload["metadata"]["headings"] == ["H"]

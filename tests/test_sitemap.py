@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from connectors.sitemap import SitemapOptions, SitemapSource, gunzip_bounded, parse_sitemap
+from ragsync.config import FetchConfig
 from ragsync.devsite import DevSite
 from ragsync.fetch import Fetcher
-from ragsync.config import FetchConfig
 
 URLSET = b"""<?xml version="1.0"?>
 <urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
@@ -28,8 +28,10 @@ def test_parse_urlset_keeps_lastmod_as_hint():
 def test_parse_gzip_and_index():
     pages, _ = parse_sitemap(gzip.compress(URLSET))
     assert len(pages) == 2
-    index = (b'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-             b"<sitemap><loc>https://x.org/s1.xml.gz</loc></sitemap></sitemapindex>")
+    index = (
+        b'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        b"<sitemap><loc>https://x.org/s1.xml.gz</loc></sitemap></sitemapindex>"
+    )
     assert parse_sitemap(index) == ([], ["https://x.org/s1.xml.gz"])
 
 
@@ -45,9 +47,11 @@ def test_entity_expansion_is_refused():
 def test_external_entities_are_not_read(tmp_path: Path):
     secret = tmp_path / "secret.txt"
     secret.write_text("TOP-SECRET")
-    xxe = (f'<?xml version="1.0"?><!DOCTYPE u [<!ENTITY x SYSTEM "file://{secret}">]>'
-           '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-           "<url><loc>https://x.org/&x;</loc></url></urlset>").encode()
+    xxe = (
+        f'<?xml version="1.0"?><!DOCTYPE u [<!ENTITY x SYSTEM "file://{secret}">]>'
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        "<url><loc>https://x.org/&x;</loc></url></urlset>"
+    ).encode()
     pages, _ = parse_sitemap(xxe)
     assert all("TOP-SECRET" not in url for url, _ in pages)
 

@@ -19,8 +19,16 @@ def state(tmp_path):
 
 
 def doc(key="docs:https://x/a", **extra):
-    return {"doc_key": key, "source_id": "docs", "canonical_url": "https://x/a", "title": "A",
-            "status": "active", "first_seen_at": "t0", "content_hash": "h1", **extra}
+    return {
+        "doc_key": key,
+        "source_id": "docs",
+        "canonical_url": "https://x/a",
+        "title": "A",
+        "status": "active",
+        "first_seen_at": "t0",
+        "content_hash": "h1",
+        **extra,
+    }
 
 
 def chunk(pid="p1", text="hello"):
@@ -31,8 +39,15 @@ def test_migrations_are_named_ordered_and_applied_once(tmp_path, state):
     assert [r["name"] for r in state.db["_migrations"].rows] == [n for n, _ in MIGRATIONS]
     assert state.migrate() == []
     assert state.db.journal_mode == "wal"
-    assert {"documents", "fetch_attempts", "chunks", "embedding_cache", "journal", "runs",
-            "changes"} <= set(state.db.table_names())
+    assert {
+        "documents",
+        "fetch_attempts",
+        "chunks",
+        "embedding_cache",
+        "journal",
+        "runs",
+        "changes",
+    } <= set(state.db.table_names())
 
 
 def test_a_db_from_a_newer_ragsync_is_refused(tmp_path, state):
@@ -53,8 +68,10 @@ def test_commit_document_is_all_or_nothing(state):
 
 
 def test_journal_order_and_mark_done(state):
-    ops = [{"op": "delete", "point_id": "old"}, {"op": "upsert", "point_id": "new",
-                                                 "payload": {"page_content": "x"}}]
+    ops = [
+        {"op": "delete", "point_id": "old"},
+        {"op": "upsert", "point_id": "new", "payload": {"page_content": "x"}},
+    ]
     state.commit_document(doc(), [chunk()], ops, None)
     pending = state.pending_ops()
     assert [(op.op, op.point_id) for op in pending] == [("delete", "old"), ("upsert", "new")]
@@ -65,14 +82,25 @@ def test_journal_order_and_mark_done(state):
 
 def test_failures_never_touch_the_last_good_content(state):
     state.commit_document(doc(), [chunk()], [], None)
-    assert state.record_failure("docs:https://x/a", "https://x/a", status=503, error="HTTP 503",
-                                at="t1") == 1
-    assert state.record_failure("docs:https://x/a", "https://x/a", status=None, error="timeout",
-                                at="t2") == 2
+    assert (
+        state.record_failure(
+            "docs:https://x/a", "https://x/a", status=503, error="HTTP 503", at="t1"
+        )
+        == 1
+    )
+    assert (
+        state.record_failure(
+            "docs:https://x/a", "https://x/a", status=None, error="timeout", at="t2"
+        )
+        == 2
+    )
     assert state.document("docs:https://x/a")["content_hash"] == "h1"
     attempt = state.fetch_attempts()[0]
     assert (attempt["attempts"], attempt["first_failed_at"], attempt["last_error"]) == (
-        2, "t1", "timeout")
+        2,
+        "t1",
+        "timeout",
+    )
 
 
 def test_embedding_cache_roundtrip(state):

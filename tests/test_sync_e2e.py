@@ -37,7 +37,14 @@ def test_first_run_indexes_every_allowed_page_and_never_requests_disallowed(site
     payload = next(iter(index.values()))
     assert set(payload) == {"page_content", "metadata"}
     assert set(payload["metadata"]) == {
-        "url", "source", "title", "headings", "chunk_index", "chunk_hash", "doc_key", "model",
+        "url",
+        "source",
+        "title",
+        "headings",
+        "chunk_index",
+        "chunk_hash",
+        "doc_key",
+        "model",
         "last_changed_at",
     }
 
@@ -118,10 +125,16 @@ def test_editing_one_paragraph_reembeds_only_changed_chunks(site, make_syncer, e
     assert result.counters.points_upserted == 1 and result.counters.points_deleted == 1
     after = snapshot(syncer)
     url = site.base_url + "/guide/page-1"
-    kept_before = {pid for pid, p in before.items() if p["metadata"]["url"] == url
-                   and "Tuning throttling" not in p["metadata"]["headings"]}
-    kept_after = {pid for pid, p in after.items() if p["metadata"]["url"] == url
-                  and "Tuning throttling" not in p["metadata"]["headings"]}
+    kept_before = {
+        pid
+        for pid, p in before.items()
+        if p["metadata"]["url"] == url and "Tuning throttling" not in p["metadata"]["headings"]
+    }
+    kept_after = {
+        pid
+        for pid, p in after.items()
+        if p["metadata"]["url"] == url and "Tuning throttling" not in p["metadata"]["headings"]
+    }
     assert kept_before == kept_after and len(kept_after) == 3
     others = {pid: p for pid, p in before.items() if p["metadata"]["url"] != url}
     assert {pid: after[pid] for pid in others} == others
@@ -134,20 +147,32 @@ def test_moving_a_section_to_another_page_embeds_nothing_new(site, make_syncer, 
     syncer = make_syncer(site)
     syncer.run()
     moved = {"Tuning throttling": [sentences("throttling", 4)]}
-    site.set_page("/guide/page-1", *page(
-        "Guide 1: replication",
-        {"About replication": [sentences("replication")],
-         "Limits of encryption": [sentences("encryption", 2)]},
-        intro="This guide (number 1) covers replication, throttling and encryption in depth "
-        "for operators.",
-    ))
-    site.set_page("/guide/page-3", *page(
-        "Guide 3: encryption",
-        {"About encryption": [sentences("encryption")], "Tuning sharding":
-         [sentences("sharding", 4)], "Limits of caching": [sentences("caching", 2)], **moved},
-        intro="This guide (number 3) covers encryption, sharding and caching in depth for "
-        "operators.",
-    ))
+    site.set_page(
+        "/guide/page-1",
+        *page(
+            "Guide 1: replication",
+            {
+                "About replication": [sentences("replication")],
+                "Limits of encryption": [sentences("encryption", 2)],
+            },
+            intro="This guide (number 1) covers replication, throttling and encryption in depth "
+            "for operators.",
+        ),
+    )
+    site.set_page(
+        "/guide/page-3",
+        *page(
+            "Guide 3: encryption",
+            {
+                "About encryption": [sentences("encryption")],
+                "Tuning sharding": [sentences("sharding", 4)],
+                "Limits of caching": [sentences("caching", 2)],
+                **moved,
+            },
+            intro="This guide (number 3) covers encryption, sharding and caching in depth for "
+            "operators.",
+        ),
+    )
     embedder.texts.clear()
 
     result = syncer.run()
@@ -169,9 +194,16 @@ def test_journal_left_by_a_crash_is_replayed_first(site, make_syncer):
     # Simulate a crash between commit and apply: points gone from the store, ops pending.
     pending = []
     for doc_key, chunk in syncer.state.all_chunks():
-        pending.append({"op": "upsert", "point_id": chunk.point_id, "doc_key": doc_key,
-                        "payload": copy.deepcopy(index[chunk.point_id]),
-                        "text_hash": chunk.chunk_hash, "model_id": syncer.model_id})
+        pending.append(
+            {
+                "op": "upsert",
+                "point_id": chunk.point_id,
+                "doc_key": doc_key,
+                "payload": copy.deepcopy(index[chunk.point_id]),
+                "text_hash": chunk.chunk_hash,
+                "model_id": syncer.model_id,
+            }
+        )
     syncer.store.delete(list(index))
     syncer.store.close()
     syncer.state.db["journal"].insert_all(

@@ -14,7 +14,10 @@ from ragsync.urls import canonical_url, in_scope, record_key
         ("https://example.org:8443/a", "https://example.org:8443/a"),
         ("https://example.org", "https://example.org/"),
         ("https://example.org/a#section", "https://example.org/a"),
-        ("https://example.org/a?utm_source=x&utm_medium=y&b=2&a=1", "https://example.org/a?a=1&b=2"),
+        (
+            "https://example.org/a?utm_source=x&utm_medium=y&b=2&a=1",
+            "https://example.org/a?a=1&b=2",
+        ),
         ("https://example.org/a?fbclid=1&gclid=2&q=x", "https://example.org/a?q=x"),
         ("https://example.org/a%7Eb", "https://example.org/a~b"),
         ("https://example.org/a b", "https://example.org/a%20b"),
