@@ -28,3 +28,6 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) examples/.ragsync .pytest_cache
+
+bench: $(STAMP)
+	$(BIN)/python eval/bench_core.py

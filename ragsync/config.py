@@ -121,6 +121,22 @@ class FetchConfig:
 
 
 @dataclass(frozen=True)
+class ServerConfig:
+    listen: str = "127.0.0.1:8787"
+
+
+@dataclass(frozen=True)
+class EventConfig:
+    """One ``[[events]]`` table: an outbound change-event receiver."""
+
+    url: str
+    secret: str | None = None  # a ${ENV_VAR} reference
+    types: tuple[str, ...] = ()  # created / updated / removed / restored; empty = all
+    sources: tuple[str, ...] = ()  # empty = all
+    min_magnitude: float = 0.0
+
+
+@dataclass(frozen=True)
 class SourceConfig:
     """One ``[[sources]]`` table: the keys every kind shares, plus the kind's own ``options``."""
 
@@ -147,6 +163,8 @@ class Config:
     embedder: EmbedderConfig = EmbedderConfig()
     chunker: ChunkerConfig = ChunkerConfig()
     fetch: FetchConfig = FetchConfig()
+    server: ServerConfig = ServerConfig()
+    events: tuple[EventConfig, ...] = ()
     base_dir: str = "."
     path: str | None = None
 
@@ -169,6 +187,7 @@ _SECTIONS: dict[str, type] = {
     "embedder": EmbedderConfig,
     "chunker": ChunkerConfig,
     "fetch": FetchConfig,
+    "server": ServerConfig,
 }
 _SOURCE_COMMON = {f.name for f in dataclasses.fields(SourceConfig)} - {"options"}
 
@@ -202,7 +221,7 @@ def config_from_mapping(
     """Build a :class:`Config` from already-parsed TOML data (see :func:`load_config`)."""
     base = Path(base_dir).resolve()
     reader = _Reader(path=path, base_dir=base)
-    allowed = set(_SECTIONS) | {"sources", "server", "events"}
+    allowed = set(_SECTIONS) | {"sources", "events"}
     for key in data:
         if key not in allowed:
             reader.unknown(key, allowed)
@@ -226,7 +245,13 @@ def config_from_mapping(
                 f"duplicate source id {source.id!r}", path=path, key=f"sources[{i}].id"
             )
         seen.add(source.id)
-    return Config(sources=sources, base_dir=str(base), path=path, **sections)
+    raw_events = data.get("events", [])
+    if not isinstance(raw_events, list):
+        raise ConfigError("must be an array of tables ([[events]])", path=path, key="events")
+    events = tuple(
+        reader.dataclass(EventConfig, raw, f"events[{i}]") for i, raw in enumerate(raw_events)
+    )
+    return Config(sources=sources, events=events, base_dir=str(base), path=path, **sections)
 
 
 class _Reader:

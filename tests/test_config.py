@@ -81,6 +81,8 @@ missing_grace = "2h"
         ('[state]\npath = "x.db"\n', "sources", "missing required key"),
         (MINIMAL + MINIMAL, "sources[1].id", "duplicate source id"),
         (MINIMAL + '\n[stat]\npath = "x"\n', "stat", "did you mean 'state'"),
+        (MINIMAL + '\n[server]\nlisten_on = "x"\n', "server.listen_on", "did you mean"),
+        (MINIMAL + '\n[[events]]\nsecret = "x"\n', "events[0].url", "missing required key"),
         ('[[sources]]\nid = "p"\nkind = "urls"\n', "sources[0].urls", "give `urls"),
     ],
 )

@@ -1,0 +1,145 @@
+"""Core benchmark, measured side by side in one run on one generated site (127.0.0.1 only).
+
+Steps and what each compares:
+1. cold sync: `ragsync run` on an empty state vs the bare model embedding the same texts in one
+   loop (both as fresh processes: imports + model load + work) → pipeline overhead ratio.
+2. no-change re-sync: `ragsync run` again vs the naive approach (re-crawl and re-embed
+   everything) → wall-time and bytes-downloaded ratios.
+3. small edit (one paragraph on 5% of pages): `ragsync run` vs the naive approach.
+
+Usage: python eval/bench_core.py [--pages 120] → writes eval/results/core.json and core.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from eval.corpus import edit_paragraph, make_site_pages  # noqa: E402
+from ragsync.devsite import DevSite  # noqa: E402
+from ragsync.state import StateDB  # noqa: E402
+
+
+def run_json(args: list[str]) -> tuple[float, dict]:
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    return wall, json.loads(proc.stdout)
+
+
+def site_traffic(site: DevSite, since: int) -> tuple[int, int]:
+    hits = site.hits[since:]
+    return len(hits), sum(hit.bytes for hit in hits)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--pages", type=int, default=120)
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    options = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="ragsync-bench-"))
+    site = DevSite(make_site_pages(options.pages))
+    base = site.start()
+    config = work / "ragsync.toml"
+    config.write_text(f'[[sources]]\nid = "docs"\nkind = "sitemap"\nurl = "{base}/sitemap.xml"\n')
+    ragsync = ["-m", "ragsync", "run", "--json", "--config", str(config)]
+    naive = [str(HERE / "naive.py"), f"{base}/sitemap.xml", str(work / "naive-qdrant")]
+    rows: list[dict] = []
+
+    def measure(step: str, system: str, args: list[str]) -> dict:
+        mark = len(site.hits)
+        wall, report = run_json(args)
+        requests, downloaded = site_traffic(site, mark)
+        counters = report.get("counters", report)
+        row = {
+            "step": step,
+            "system": system,
+            "wall_s": round(wall, 2),
+            "requests": requests,
+            "bytes_downloaded": downloaded,
+            "texts_embedded": counters.get("chunks_embedded", counters.get("texts_embedded")),
+            "points_written": counters.get("points_upserted", counters.get("points_written")),
+            "points_deleted": counters.get("points_deleted", 0),
+        }
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        return row
+
+    try:
+        cold = measure("cold sync", "ragsync", ragsync)
+        state = StateDB(work / ".ragsync" / "state.db")
+        texts = [chunk.text for _, chunk in state.all_chunks()]
+        state.close()
+        (work / "texts.json").write_text(json.dumps(texts))
+        bare_wall, bare = run_json([str(HERE / "bare_embed.py"), str(work / "texts.json")])
+        rows.append(
+            {
+                "step": "cold sync",
+                "system": "bare model loop",
+                "wall_s": round(bare_wall, 2),
+                "requests": 0,
+                "bytes_downloaded": 0,
+                "texts_embedded": len(texts),
+                "points_written": 0,
+                "points_deleted": 0,
+            }
+        )
+        print(json.dumps(rows[-1]), flush=True)
+        noop = measure("no change", "ragsync", ragsync)
+        naive_noop = measure("no change", "naive re-crawl + re-embed", naive)
+        rng = random.Random(11)
+        edited = rng.sample(sorted(site.pages), max(1, options.pages // 20))
+        for path in edited:
+            title, body = site.pages[path].title, site.pages[path].body
+            site.set_page(path, title, edit_paragraph(body, rng))
+        edit = measure("edit 5% of pages", "ragsync", ragsync)
+        naive_edit = measure("edit 5% of pages", "naive re-crawl + re-embed", naive)
+    finally:
+        site.stop()
+
+    ratios = {
+        "cold_sync_overhead_vs_bare_model": round(cold["wall_s"] / bare_wall, 2),
+        "bare_model_import_load_s": round(bare["import_load_s"], 2),
+        "bare_model_encode_s": round(bare["encode_s"], 2),
+        "no_change_wall_speedup_vs_naive": round(naive_noop["wall_s"] / noop["wall_s"], 1),
+        "no_change_bytes_ratio_vs_naive": round(
+            naive_noop["bytes_downloaded"] / max(1, noop["bytes_downloaded"]), 1
+        ),
+        "edit_wall_speedup_vs_naive": round(naive_edit["wall_s"] / edit["wall_s"], 1),
+        "edit_texts_embedded": edit["texts_embedded"],
+        "edit_texts_embedded_naive": naive_edit["texts_embedded"],
+    }
+    options.out.mkdir(parents=True, exist_ok=True)
+    result = {"pages": options.pages, "chunks": len(texts), "rows": rows, "ratios": ratios}
+    (options.out / "core.json").write_text(json.dumps(result, indent=2) + "\n")
+    table = [
+        f"Site: {options.pages} pages, {len(texts)} chunks, served on 127.0.0.1; 2 CPU cores.",
+        "",
+        "| step | system | wall s | requests | bytes downloaded | texts embedded | points written |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        table.append(
+            f"| {row['step']} | {row['system']} | {row['wall_s']} | {row['requests']} | "
+            f"{row['bytes_downloaded']:,} | {row['texts_embedded']} | {row['points_written']} |"
+        )
+    table += ["", "| ratio | value |", "|---|---:|"]
+    table += [f"| {name} | {value} |" for name, value in ratios.items()]
+    (options.out / "core.md").write_text("\n".join(table) + "\n")
+    print("\n".join(table))
+
+
+if __name__ == "__main__":
+    main()
