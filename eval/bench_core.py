@@ -127,7 +127,8 @@ def main() -> None:
     table = [
         f"Site: {options.pages} pages, {len(texts)} chunks, served on 127.0.0.1; 2 CPU cores.",
         "",
-        "| step | system | wall s | requests | bytes downloaded | texts embedded | points written |",
+        "| step | system | wall s | requests | bytes downloaded | texts embedded "
+        "| points written |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     for row in rows:

@@ -7,10 +7,11 @@ import random
 WORDS = (
     "cluster node replica shard index query latency throughput cache token secret key rotate "
     "backup restore snapshot audit log retention policy quota limit request response header "
-    "client server agent deploy release version upgrade rollback config setting default value "
-    "timeout retry backoff error warning metric dashboard alert threshold storage volume disk "
-    "memory thread process worker queue schedule job batch stream event webhook signature "
-    "tenant user role permission access grant revoke session certificate encryption network"
+    "client server agent deploy release version upgrade rollback config setting default "
+    "value timeout retry backoff error warning metric dashboard alert threshold storage "
+    "volume disk memory thread process worker queue schedule job batch stream event webhook "
+    "signature tenant user role permission access grant revoke session certificate encryption "
+    "network"
 ).split()
 VERBS = "controls sets limits records stores returns rotates checks sends keeps drops".split()
 
