@@ -53,6 +53,8 @@ log = logging.getLogger("ragsync")
 Clock = Callable[[], datetime]
 PageKind = Literal["disallowed", "error", "not_modified", "unchanged", "changed"]
 JOURNAL_BATCH = 256
+WINDOW_PAGES = 64  # pages fetched, then embedded and committed together
+EMBED_CALL_BATCHES = 4  # model batches per embed call (and per cache flush)
 
 
 def iso(moment: datetime) -> str:
@@ -266,7 +268,7 @@ class Syncer:
             with host_slots[host_of(page.url)]:
                 return self._prepare(page, fetcher)
 
-        window = max(16, self.config.fetch.concurrency * 2)
+        window = max(WINDOW_PAGES, self.config.fetch.concurrency * 2)
         done = 0
         with ThreadPoolExecutor(max_workers=self.config.fetch.concurrency) as pool:
             for start in range(0, len(candidates), window):
@@ -394,6 +396,7 @@ class Syncer:
                 self._commit_changed(source, page, stored, plan, now, run_id, counters)
             else:
                 self._record_failure(page, now, outcome)
+        log.debug("committed %d pages; applying the journal", len(pages))
         self._apply_journal(counters)
 
     def _plan(self, page: _Page, now: str) -> tuple[list[StoredChunk], ChunkPlan]:
@@ -416,10 +419,12 @@ class Syncer:
         """Embed the texts whose vectors the cache lacks; cache them as they come."""
         if not texts:
             return
-        missing = sorted(self.state.missing_vectors(texts, self.model_id))
+        # Sorted by length so that the model's batches carry little padding.
+        missing = sorted(self.state.missing_vectors(texts, self.model_id),
+                         key=lambda h: (len(texts[h]), h))
         counters.chunks_reused += len(texts) - len(missing)
-        # Cached after every model batch, so a killed run keeps the embedding work it did.
-        step = self.config.embedder.batch_size
+        # Cached every few model batches, so a killed run keeps the embedding work it did.
+        step = self.config.embedder.batch_size * EMBED_CALL_BATCHES
         for start in range(0, len(missing), step):
             batch = missing[start : start + step]
             vectors = self.embedder.embed([texts[h] for h in batch])
