@@ -68,7 +68,7 @@ def main(verbose: int, quiet: bool) -> None:
     "--all",
     "revalidate_all",
     is_flag=True,
-    help="Revalidate every page now (today every run revalidates every page).",
+    help="Also request pages held back (retry not due, dead letter, needs attention).",
 )
 @click.option("--source", "source_id", help="Only this source id.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON on stdout.")
@@ -78,7 +78,7 @@ def run(config_path: str, revalidate_all: bool, source_id: str | None, as_json: 
     from ragsync.sync import Syncer
 
     with Syncer.from_config(config_path) as syncer:
-        result = syncer.run(source=source_id)
+        result = syncer.run(source=source_id, revalidate_all=revalidate_all)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:

@@ -115,9 +115,14 @@ class FetchConfig:
     user_agent: str = DEFAULT_USER_AGENT
     concurrency: int = 8
     per_host_concurrency: int = 2
+    per_host_delay: float = duration("0s")  # between request starts; robots Crawl-delay raises it
     timeout: float = 30.0
     max_body_bytes: int = 10_000_000
     max_redirects: int = 10
+    retry_base: float = duration("5s")  # backoff: full jitter over min(cap, base × 2^(n-1))
+    retry_cap: float = duration("15m")
+    retry_attempts: int = 6  # then the page goes to the dead letter
+    max_pause_wait: float = duration("30s")  # longer host pauses defer the host's pages
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,34 @@ def _is_list_item(line: str) -> bool:
     return bool(re.match(r"([-*+]|\d+[.)])\s", line))
 
 
+def decode_body(body: bytes, content_type: str, url: str) -> str:
+    """The text of ``body``: the declared charset if it decodes cleanly, else a detected one.
+
+    A wrong charset declaration is common and survivable; bytes that no charset explains are
+    not text.
+
+    Raises:
+        ExtractError: the body is not text in any charset that can be detected.
+    """
+    declared = None
+    for part in content_type.split(";")[1:]:
+        name, _, value = part.strip().partition("=")
+        if name.lower() == "charset" and value:
+            declared = value.strip("\"' ").lower()
+    for charset in (declared, "utf-8"):
+        if charset:
+            try:
+                return body.decode(charset)
+            except (LookupError, UnicodeDecodeError):
+                continue
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(body).best()
+    if best is None or b"\0" in body[:4096]:
+        raise ExtractError(url, f"body is not text (declared charset: {declared or 'none'})")
+    return str(best)
+
+
 def extract(html: str, url: str) -> Extracted:
     """Clean Markdown of ``html`` (the page at ``url``).
 

@@ -137,6 +137,8 @@ class Counters:
     responses_429: int = 0
     fetch_errors: int = 0
     robots_disallowed: int = 0
+    held_back: int = 0  # not requested: retry not yet due, dead letter or needs attention
+    deferred: int = 0  # not requested: the host is paused (Retry-After) past max_pause_wait
     retries_scheduled: int = 0
     parse_failures: int = 0
     documents_created: int = 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 from typing import Literal
 
 Verdict = Literal[
@@ -51,3 +53,68 @@ def classify(status: int, content_type: str, body: bytes) -> tuple[Verdict, str]
 def raw_hash(body: bytes) -> str:
     """sha256 of the raw body: the cheap shortcut before extraction."""
     return hashlib.sha256(body).hexdigest()
+
+
+def retry_delay(attempt: int, *, base: float, cap: float, draw: float) -> float:
+    """Seconds before retry number ``attempt`` (1-based): exponential backoff, full jitter.
+
+    ``draw`` is a uniform random number in [0, 1): the delay is ``draw × min(cap, base × 2^(n-1))``
+    so that many pages failing together do not retry together.
+
+    Example::
+
+        >>> retry_delay(3, base=5, cap=900, draw=0.5)
+        10.0
+    """
+    return draw * min(cap, base * 2 ** max(0, attempt - 1))
+
+
+def retry_after_seconds(value: str | None, now: float) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (RFC 9110 §10.2.3): delta-seconds or an
+    HTTP-date. ``now`` is the current Unix time. None when absent or unparseable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return max(0.0, moment.timestamp() - now)
+
+
+def rate_limit_pause(headers: dict[str, str], now: float) -> float | None:
+    """Seconds to pause a host when ``X-RateLimit-Remaining`` says the budget is spent.
+
+    ``X-RateLimit-Reset`` is read as Unix time when it is larger than ``now``, else as seconds.
+    """
+    remaining = headers.get("x-ratelimit-remaining", "").strip()
+    if remaining != "0":
+        return None
+    try:
+        reset = float(headers.get("x-ratelimit-reset", "").strip())
+    except ValueError:
+        return 1.0
+    return max(0.0, reset - now) if reset > now else reset
+
+
+def missing_step(
+    count: int, since: float | None, now: float, *, confirmations: int, grace: float
+) -> tuple[int, float, bool]:
+    """One more observation of a missing page: ``(count, since, tombstone?)`` (SPEC §3.8).
+
+    A tombstone needs both ``confirmations`` observations and ``grace`` seconds since the first.
+
+    Example::
+
+        >>> missing_step(0, None, 100.0, confirmations=2, grace=3600)
+        (1, 100.0, False)
+        >>> missing_step(1, 100.0, 4000.0, confirmations=2, grace=3600)
+        (2, 100.0, True)
+    """
+    count += 1
+    since = now if since is None else since
+    return count, since, count >= confirmations and now - since >= grace

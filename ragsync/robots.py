@@ -37,6 +37,10 @@ class RobotsPolicy:
         text = response.body.decode("utf-8", errors="replace")
         return Protego.parse(text)
 
+    def knows(self, url: str) -> bool:
+        """True once ``url``'s host robots.txt has been fetched."""
+        return host_of(url) in self._rules
+
     def allowed(self, url: str) -> bool:
         host = host_of(url)
         if host not in self._rules:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
+import zlib
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -136,7 +137,26 @@ def _m001_initial(db: Database) -> None:
     )
 
 
-MIGRATIONS: tuple[tuple[str, Migration], ...] = (("001_initial", _m001_initial),)
+def _m002_failures_and_deletion(db: Database) -> None:
+    documents = db.table("documents")
+    documents.add_column("missing_count", int)
+    documents.add_column("missing_since", str)
+    documents.add_column("missing_evidence", str)  # JSON list of {at, reason}
+    documents.add_column("tombstoned_at", str)
+    documents.add_column("tombstone_reason", str)
+    attempts = db.table("fetch_attempts")
+    attempts.add_column("source_id", str)
+    attempts.add_column("state", str)  # retrying | dead | attention | refused | missing
+    attempts.add_column("body", bytes)  # zlib-compressed raw body kept for diagnosis
+    db.table("hosts").create(
+        {"host": str, "paused_until": float, "reason": str, "updated_at": str}, pk="host"
+    )
+
+
+MIGRATIONS: tuple[tuple[str, Migration], ...] = (
+    ("001_initial", _m001_initial),
+    ("002_failures_and_deletion", _m002_failures_and_deletion),
+)
 
 
 def point_id(doc_key: str, chunk_hash: str, model_id: str, occurrence: int = 0) -> str:
@@ -211,39 +231,102 @@ class StateDB:
         return list(self.db.query(sql, [source_id]))
 
     def mark_checked(self, doc_key: str, checked_at: str, **validators: str | None) -> None:
-        """A revalidation found no change (304 or same hash): only timestamps/validators move."""
-        fields = {"last_checked_at": checked_at}
+        """A revalidation found no change (304 or same hash): only timestamps/validators move.
+
+        The page answered, so any missing evidence against it is cleared.
+        """
+        fields: dict[str, Any] = {"last_checked_at": checked_at, "status": "active"}
         fields.update({k: v for k, v in validators.items() if v is not None})
+        fields.update(missing_count=0, missing_since=None, missing_evidence=None)
         with self.db.atomic():
             self.db.table("documents").update(doc_key, fields)
             self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])
 
+    def attempt(self, doc_key: str) -> dict[str, Any] | None:
+        sql = "select * from fetch_attempts where doc_key = ?"
+        return next(iter(self.db.query(sql, [doc_key])), None)
+
     def record_failure(
-        self, doc_key: str, url: str, *, status: int | None, error: str, at: str
-    ) -> int:
-        """Count a failed attempt (the last good content is untouched); return the attempts."""
+        self,
+        doc_key: str,
+        url: str,
+        *,
+        source_id: str,
+        status: int | None,
+        error: str,
+        at: str,
+        state: str,
+        next_retry_at: str | None = None,
+        body: bytes | None = None,
+    ) -> None:
+        """Record a failed attempt; the last good content is untouched.
+
+        ``state`` is ``retrying`` (due again at ``next_retry_at``), ``dead`` (retries exhausted),
+        ``attention`` (401/403: a person must act), ``refused`` (the page cannot be indexed as
+        served) or ``missing`` (404/410 before the page was ever indexed).
+        """
         with self.db.atomic():
-            row = next(
-                iter(self.db.query("select * from fetch_attempts where doc_key = ?", [doc_key])),
-                None,
-            )
-            attempts = (row["attempts"] if row else 0) + 1
+            row = self.attempt(doc_key)
             self.db.table("fetch_attempts").upsert(
                 {
                     "doc_key": doc_key,
                     "url": url,
-                    "attempts": attempts,
+                    "source_id": source_id,
+                    "attempts": (row["attempts"] if row else 0) + 1,
                     "last_status": status,
                     "last_error": error,
+                    "state": state,
                     "first_failed_at": row["first_failed_at"] if row else at,
                     "last_attempt_at": at,
+                    "next_retry_at": next_retry_at,
+                    "body": zlib.compress(body) if body else None,
                 },
                 pk="doc_key",
             )
-        return attempts
 
-    def fetch_attempts(self) -> list[dict[str, Any]]:
-        return list(self.db.query("select * from fetch_attempts order by doc_key"))
+    def fetch_attempts(self, source_id: str | None = None) -> list[dict[str, Any]]:
+        if source_id is None:
+            return list(self.db.query("select * from fetch_attempts order by doc_key"))
+        sql = "select * from fetch_attempts where source_id = ? order by doc_key"
+        return list(self.db.query(sql, [source_id]))
+
+    def held_back(self, source_id: str, now: str) -> set[str]:
+        """Pages a normal run must not request: retry not yet due, dead letter, attention."""
+        sql = (
+            "select doc_key from fetch_attempts where source_id = ? and (state in "
+            "('dead', 'attention') or (state = 'retrying' and next_retry_at > ?))"
+        )
+        return {row["doc_key"] for row in self.db.query(sql, [source_id, now])}
+
+    def record_missing(
+        self, doc_key: str, *, count: int, since: str, evidence: list[dict[str, Any]], at: str
+    ) -> None:
+        """Missing evidence against an indexed page: it stays retrievable (suspected_missing)."""
+        with self.db.atomic():
+            self.db.table("documents").update(
+                doc_key,
+                {
+                    "status": "suspected_missing",
+                    "missing_count": count,
+                    "missing_since": since,
+                    "missing_evidence": json.dumps(evidence),
+                    "last_checked_at": at,
+                },
+            )
+            self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])
+
+    # -- hosts ------------------------------------------------------------------------------
+
+    def host_pauses(self) -> dict[str, float]:
+        """``{host: Unix time before which no request may go}`` for pauses still running."""
+        return {row["host"]: row["paused_until"] for row in self.db.table("hosts").rows}
+
+    def pause_host(self, host: str, until: float, reason: str, at: str) -> None:
+        with self.db.atomic():
+            self.db.table("hosts").upsert(
+                {"host": host, "paused_until": until, "reason": reason, "updated_at": at},
+                pk="host",
+            )
 
     # -- chunks and the embedding cache ----------------------------------------------------
 

@@ -8,8 +8,11 @@ commits and vector-store writes happen on the calling thread, one document trans
 
 from __future__ import annotations
 
+import json
 import logging
+import random
 import threading
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -25,7 +28,7 @@ from ragsync.chunk import Chunker
 from ragsync.config import Config, SourceConfig, load_config
 from ragsync.embed import Embedder, SentenceTransformerEmbedder
 from ragsync.errors import ExtractError, FetchError
-from ragsync.extract import content_hash, extract, normalize_markdown
+from ragsync.extract import content_hash, decode_body, extract, normalize_markdown
 from ragsync.fetch import Fetcher
 from ragsync.models import (
     Candidate,
@@ -41,7 +44,16 @@ from ragsync.models import (
     SyncResult,
 )
 from ragsync.plan import chunk_payload, magnitude, markdown_diff, plan_chunks
-from ragsync.policy import TEXT_TYPES, classify, raw_hash
+from ragsync.policy import (
+    TEXT_TYPES,
+    classify,
+    missing_step,
+    rate_limit_pause,
+    raw_hash,
+    retry_after_seconds,
+    retry_delay,
+)
+from ragsync.politeness import HostGate, HostPaused
 from ragsync.protocols import VectorStore
 from ragsync.registry import source_class, store_class
 from ragsync.robots import RobotsPolicy
@@ -51,10 +63,16 @@ from ragsync.urls import canonical_url, host_of, in_scope
 log = logging.getLogger("ragsync")
 
 Clock = Callable[[], datetime]
-PageKind = Literal["disallowed", "error", "not_modified", "unchanged", "changed"]
+PageKind = Literal[
+    "disallowed", "deferred", "error", "missing", "not_modified", "unchanged", "changed"
+]
 JOURNAL_BATCH = 256
 WINDOW_PAGES = 64  # pages fetched, then embedded and committed together
 EMBED_CALL_BATCHES = 4  # model batches per embed call (and per cache flush)
+
+
+def _epoch(timestamp: str | None) -> float | None:
+    return datetime.fromisoformat(timestamp).timestamp() if timestamp else None
 
 
 def iso(moment: datetime) -> str:
@@ -70,7 +88,10 @@ class _Page:
     url: str
     candidate: Candidate
     document: dict[str, Any] | None
+    unlisted: bool = False  # known page the source no longer lists
     kind: PageKind = "error"
+    verdict: str | None = None  # see ragsync.policy.classify; "parse_failure" after extraction
+    pause_until: float | None = None  # Unix time the host is paused until (Retry-After etc.)
     conditional: bool = False
     requested: bool = False
     status: int | None = None
@@ -136,6 +157,7 @@ class Syncer:
         self.state = state or StateDB(config.state.path)
         self._transport = transport
         self.clock = clock or (lambda: datetime.now(UTC))
+        self._random = random.Random()
 
     @classmethod
     def from_config(cls, path: str | Path = "ragsync.toml", **kwargs: Any) -> Syncer:
@@ -188,11 +210,13 @@ class Syncer:
 
     # -- public API -----------------------------------------------------------------------
 
-    def run(self, *, source: str | None = None) -> SyncResult:
+    def run(self, *, source: str | None = None, revalidate_all: bool = False) -> SyncResult:
         """One sync pass: replay the journal, then revalidate every source's pages.
 
         Args:
             source: only this source id (``ConfigError`` if unknown).
+            revalidate_all: also request pages held back (retry not yet due, dead letter,
+                needs attention).
 
         Returns:
             The run report; ``ok`` is False when some page or discovery step failed.
@@ -204,12 +228,20 @@ class Syncer:
         )
         self.state.start_run(result.run_id, result.started_at)
         fetcher = Fetcher(self.config.fetch, transport=self._transport)
+        gate = HostGate(
+            per_host_concurrency=self.config.fetch.per_host_concurrency,
+            min_delay=self.config.fetch.per_host_delay,
+            max_wait=self.config.fetch.max_pause_wait,
+            pauses=self.state.host_pauses(),
+        )
         try:
             replayed = Counters()
             replayed.journal_replayed = self._apply_journal(replayed)
             result.counters.add(replayed)
             for source_config in sources:
-                outcome = self._sync_source(source_config, fetcher, result.run_id)
+                outcome = self._sync_source(
+                    source_config, fetcher, gate, result.run_id, revalidate_all
+                )
                 result.sources[source_config.id] = outcome
                 result.counters.add(outcome.counters)
             result.ok = all(outcome.ok for outcome in result.sources.values())
@@ -242,45 +274,60 @@ class Syncer:
 
     # -- one source -----------------------------------------------------------------------
 
-    def _sync_source(self, source: SourceConfig, fetcher: Fetcher, run_id: str) -> SourceOutcome:
+    def _sync_source(
+        self,
+        source: SourceConfig,
+        fetcher: Fetcher,
+        gate: HostGate,
+        run_id: str,
+        revalidate_all: bool,
+    ) -> SourceOutcome:
         outcome = SourceOutcome()
+        counters = outcome.counters
         connector = source_class(source.kind)(source.options)
         ctx = _Discovery(fetcher, Path(self.config.base_dir), outcome)
-        candidates = self._candidates(source, connector.discover(ctx), ctx)
-        outcome.counters.candidates_discovered = len(candidates)
-        candidates += self._unlisted(source, {key for key, _ in candidates})
+        listed = self._candidates(source, connector.discover(ctx), ctx)
+        counters.candidates_discovered = len(listed)
+        work = [(key, cand, False) for key, cand in listed]
+        work += [(key, cand, True) for key, cand in self._unlisted(source, {k for k, _ in listed})]
+        if not revalidate_all:
+            held = self.state.held_back(source.id, iso(self.clock()))
+            counters.held_back = sum(key in held for key, _, _ in work)
+            work = [item for item in work if item[0] not in held]
         robots = RobotsPolicy(fetcher.get, self.config.fetch.user_agent)
         robots_lock = threading.Lock()
-        host_slots: dict[str, threading.Semaphore] = defaultdict(
-            lambda: threading.Semaphore(self.config.fetch.per_host_concurrency)
-        )
 
         def allowed(url: str) -> bool:
             with robots_lock:  # one robots.txt fetch per host, even with many workers
+                if not robots.knows(url):
+                    robots.allowed(url)
+                    gate.set_crawl_delay(host_of(url), robots.crawl_delay(url))
                 return robots.allowed(url)
 
-        def prepare(item: tuple[str, Candidate, dict[str, Any] | None]) -> _Page:
-            doc_key, candidate, document = item
-            page = _Page(doc_key, candidate.url, candidate, document)
+        def prepare(item: tuple[str, Candidate, bool, dict[str, Any] | None]) -> _Page:
+            doc_key, candidate, unlisted, document = item
+            page = _Page(doc_key, candidate.url, candidate, document, unlisted=unlisted)
             if not allowed(page.url):
                 page.kind = "disallowed"
                 return page
-            with host_slots[host_of(page.url)]:
-                return self._prepare(page, fetcher)
+            try:
+                with gate.request(host_of(page.url)):
+                    self._prepare(page, fetcher, gate)
+            except HostPaused as paused:
+                page.kind, page.reason = "deferred", str(paused)
+            return page
 
         window = max(WINDOW_PAGES, self.config.fetch.concurrency * 2)
-        done = 0
         with ThreadPoolExecutor(max_workers=self.config.fetch.concurrency) as pool:
-            for start in range(0, len(candidates), window):
+            for start in range(0, len(work), window):
                 batch = [
-                    (key, cand, self.state.document(key))
-                    for key, cand in candidates[start : start + window]
+                    (key, cand, unlisted, self.state.document(key))
+                    for key, cand, unlisted in work[start : start + window]
                 ]
                 pages = list(pool.map(prepare, batch))
                 self._commit_pages(source, pages, outcome, run_id)
-                done += len(batch)
-                log.info("%s: %d/%d pages checked", source.id, done, len(candidates))
-        outcome.counters.requests_sent += robots.requests
+                log.info("%s: %d/%d pages checked", source.id, start + len(batch), len(work))
+        counters.requests_sent += robots.requests
         return outcome
 
     def _candidates(
@@ -310,7 +357,7 @@ class Syncer:
             if doc["doc_key"] not in listed and doc["status"] != "tombstoned"
         ]
 
-    def _prepare(self, page: _Page, fetcher: Fetcher) -> _Page:
+    def _prepare(self, page: _Page, fetcher: Fetcher, gate: HostGate) -> None:
         """Fetch (conditionally), then hash, extract and chunk. Runs on a worker thread."""
         document = page.document
         etag = last_modified = None
@@ -322,43 +369,53 @@ class Syncer:
             response = fetcher.get(page.url, etag=etag, last_modified=last_modified)
         except FetchError as exc:
             page.reason, page.transient = exc.reason, exc.transient
-            return page
+            return
         page.response, page.status = response, response.status
+        self._note_rate_limits(page, response, gate)
         verdict, page.reason = classify(response.status, response.content_type, response.body)
+        page.verdict = verdict
+        if verdict == "missing":
+            page.kind = "missing"
+            return
         if verdict == "not_modified":
             page.kind = "not_modified" if document else "error"
             page.reason = "" if document else "HTTP 304 to an unconditional request"
-            return page
+            return
         if verdict != "content":
             page.transient = verdict in ("retry", "rate_limited")
-            return page
+            return
         page.raw_hash = raw_hash(response.body)
-        if document and document["raw_hash"] == page.raw_hash and document["status"] == "active":
+        known = document if document and document["status"] != "tombstoned" else None
+        if known and known["raw_hash"] == page.raw_hash:
             page.kind = "unchanged"
-            return page
+            return
         try:
             page.extracted = self._extract(response)
         except ExtractError as exc:
-            page.reason = f"parse failure: {exc.reason}"
-            return page
-        if document and document["content_hash"] == page.extracted.content_hash:
+            page.verdict, page.reason = "parse_failure", f"parse failure: {exc.reason}"
+            return
+        if known and known["content_hash"] == page.extracted.content_hash:
             page.kind = "unchanged"
-            return page
+            return
         page.chunks = self.chunker.chunk(page.extracted.markdown)
         page.kind = "changed"
-        return page
+
+    def _note_rate_limits(self, page: _Page, response: Response, gate: HostGate) -> None:
+        """Pause the whole host on 429/503 ``Retry-After`` or a spent ``X-RateLimit`` budget."""
+        now = time.time()
+        seconds = rate_limit_pause(response.headers, now)
+        if response.status in (429, 503):
+            after = retry_after_seconds(response.headers.get("retry-after"), now)
+            if after is not None:
+                seconds = max(seconds or 0.0, after)
+            elif response.status == 429:
+                seconds = max(seconds or 0.0, self.config.fetch.retry_base)
+        if seconds is not None:
+            page.pause_until = gate.pause(host_of(page.url), seconds)
 
     @staticmethod
     def _extract(response: Response) -> Extracted:
-        charset = "utf-8"
-        for part in response.headers.get("content-type", "").split(";")[1:]:
-            name, _, value = part.strip().partition("=")
-            if name.lower() == "charset" and value:
-                charset = value.strip("\"' ")
-        try:
-            text = response.body.decode(charset, errors="replace")
-        except LookupError:
-            text = response.body.decode("utf-8", errors="replace")
+        text = decode_body(response.body, response.headers.get("content-type", ""), response.url)
         if response.content_type in TEXT_TYPES:
             markdown = normalize_markdown(text)
             title = markdown.split("\n", 1)[0].lstrip("# ").strip() or response.url
@@ -380,24 +437,45 @@ class Syncer:
             {c.chunk_hash: c.text for stored, plan in plans.values() for c in plan.add}, counters
         )
         for page in pages:
-            counters.requests_sent += page.requested
-            counters.conditional_requests_sent += page.conditional
-            if page.kind == "disallowed":
-                counters.robots_disallowed += 1
+            self._count_response(page, counters)
+            if page.pause_until:
+                reason = f"HTTP {page.status} from {page.url}"
+                self.state.pause_host(host_of(page.url), page.pause_until, reason, now)
+            prune = page.unlisted and source.prune_unlisted
+            if page.kind in ("disallowed", "deferred"):
+                continue
+            if prune and page.kind in ("not_modified", "unchanged", "changed"):
+                self._record_missing(
+                    source, page, "no longer listed by the source", now, run_id, counters
+                )
+            elif page.kind == "missing":
+                self._record_missing(source, page, page.reason, now, run_id, counters)
             elif page.kind == "not_modified":
-                counters.responses_304 += 1
                 self.state.mark_checked(page.doc_key, now)
             elif page.kind == "unchanged":
-                counters.responses_200_unchanged += 1
                 self.state.mark_checked(page.doc_key, now, **self._validators(page))
             elif page.kind == "changed":
-                counters.responses_200_changed += 1
                 stored, plan = plans[page.doc_key]
                 self._commit_changed(source, page, stored, plan, now, run_id, counters)
             else:
-                self._record_failure(page, now, outcome)
+                self._record_failure(source, page, now, outcome)
         log.debug("committed %d pages; applying the journal", len(pages))
         self._apply_journal(counters)
+
+    @staticmethod
+    def _count_response(page: _Page, counters: Counters) -> None:
+        counters.requests_sent += page.requested
+        counters.conditional_requests_sent += page.conditional
+        counter = {
+            "disallowed": "robots_disallowed",
+            "deferred": "deferred",
+            "not_modified": "responses_304",
+            "unchanged": "responses_200_unchanged",
+            "changed": "responses_200_changed",
+            "missing": "responses_404",
+        }.get(page.kind)
+        if counter:
+            setattr(counters, counter, getattr(counters, counter) + 1)
 
     def _plan(self, page: _Page, now: str) -> tuple[list[StoredChunk], ChunkPlan]:
         document = page.document
@@ -420,8 +498,9 @@ class Syncer:
         if not texts:
             return
         # Sorted by length so that the model's batches carry little padding.
-        missing = sorted(self.state.missing_vectors(texts, self.model_id),
-                         key=lambda h: (len(texts[h]), h))
+        missing = sorted(
+            self.state.missing_vectors(texts, self.model_id), key=lambda h: (len(texts[h]), h)
+        )
         counters.chunks_reused += len(texts) - len(missing)
         # Cached every few model batches, so a killed run keeps the embedding work it did.
         step = self.config.embedder.batch_size * EMBED_CALL_BATCHES
@@ -472,6 +551,11 @@ class Syncer:
             "first_seen_at": before["first_seen_at"] if before else now,
             "last_checked_at": now,
             "last_changed_at": now,
+            "missing_count": 0,
+            "missing_since": None,
+            "missing_evidence": None,
+            "tombstoned_at": None,
+            "tombstone_reason": None,
         }
         model_id = self.model_id
         ops: list[dict[str, Any]] = []
@@ -520,28 +604,135 @@ class Syncer:
         }
         self.state.commit_document(document, stored, ops, change)
 
-    def _record_failure(self, page: _Page, now: str, outcome: SourceOutcome) -> None:
-        counters = outcome.counters
-        if page.status in (404, 410):
-            counters.responses_404 += 1
-        elif page.status == 429:
+    def _record_failure(
+        self, source: SourceConfig, page: _Page, now: str, outcome: SourceOutcome
+    ) -> None:
+        """Classify a failed page (SPEC §3.3); its last good content is never touched."""
+        counters, fetch = outcome.counters, self.config.fetch
+        previous = self.state.attempt(page.doc_key)
+        attempts = (previous["attempts"] if previous else 0) + 1
+        retry_at: float | None = None
+        body = None
+        if page.verdict == "rate_limited":
             counters.responses_429 += 1
-        elif page.reason.startswith("parse failure"):
+            state = "retrying"  # rate limits never send a page to the dead letter
+            retry_at = page.pause_until or self.clock().timestamp() + fetch.retry_base
+        elif page.verdict == "needs_attention":
+            counters.fetch_errors += 1
+            state = "attention"  # 401/403: no blind retry; `run --all` tries again
+        elif page.transient and attempts >= fetch.retry_attempts:
+            counters.fetch_errors += 1
+            state = "dead"
+        elif page.transient:
+            counters.fetch_errors += 1
+            state = "retrying"
+            delay = retry_delay(
+                attempts, base=fetch.retry_base, cap=fetch.retry_cap, draw=self._random.random()
+            )
+            retry_at = max(self.clock().timestamp() + delay, page.pause_until or 0.0)
+        elif page.verdict == "parse_failure":
             counters.parse_failures += 1
+            state = "refused"
+            body = page.response.body if page.response else None  # kept for diagnosis
         else:
             counters.fetch_errors += 1
-        if page.transient:
+            state = "refused"  # binary, oversized, redirect loop, empty: retried next run
+        if retry_at is not None:
             counters.retries_scheduled += 1
+        next_retry_at = iso(datetime.fromtimestamp(retry_at, UTC)) if retry_at else None
         self.state.record_failure(
-            page.doc_key, page.url, status=page.status, error=page.reason, at=now
+            page.doc_key,
+            page.url,
+            source_id=source.id,
+            status=page.status,
+            error=page.reason,
+            at=now,
+            state=state,
+            next_retry_at=next_retry_at,
+            body=body,
         )
-        if page.status in (404, 410):
-            # Missing evidence, not failed work: the content stays retrievable (SPEC §3.8).
-            log.info("%s: %s (content kept)", page.url, page.reason)
-            return
         outcome.ok = False
-        outcome.errors.append(f"{page.url}: {page.reason}")
-        log.warning("%s: %s", page.url, page.reason)
+        outcome.errors.append(f"{page.url}: {page.reason} ({state})")
+        log.warning("%s: %s (%s)", page.url, page.reason, state)
+
+    def _record_missing(
+        self,
+        source: SourceConfig,
+        page: _Page,
+        reason: str,
+        now: str,
+        run_id: str,
+        counters: Counters,
+    ) -> None:
+        """Missing evidence (SPEC §3.8): suspected first, tombstoned only when confirmed."""
+        document = page.document
+        if document is None:
+            self.state.record_failure(
+                page.doc_key,
+                page.url,
+                source_id=source.id,
+                status=page.status,
+                error=reason,
+                at=now,
+                state="missing",
+            )
+            return
+        if document["status"] == "tombstoned":
+            return
+        count, since, tombstone = missing_step(
+            document["missing_count"] or 0,
+            _epoch(document["missing_since"]),
+            self.clock().timestamp(),
+            confirmations=source.missing_confirmations,
+            grace=source.missing_grace,
+        )
+        evidence = json.loads(document["missing_evidence"] or "[]")
+        evidence = [*evidence, {"at": now, "status": page.status, "reason": reason}][-20:]
+        since_iso = iso(datetime.fromtimestamp(since, UTC))
+        if not tombstone:
+            log.info(
+                "%s: %s (suspected missing %d/%d, content kept)",
+                page.url,
+                reason,
+                count,
+                source.missing_confirmations,
+            )
+            self.state.record_missing(
+                page.doc_key, count=count, since=since_iso, evidence=evidence, at=now
+            )
+            return
+        old = self.state.chunks(page.doc_key)
+        tombstoned = {
+            **document,
+            "status": "tombstoned",
+            "tombstoned_at": now,
+            "tombstone_reason": reason,
+            "missing_count": count,
+            "missing_since": since_iso,
+            "missing_evidence": json.dumps(evidence),
+            "chunk_count": 0,
+            "last_checked_at": now,
+        }
+        base = {"run_id": run_id, "doc_key": page.doc_key, "created_at": now}
+        ops = [{**base, "op": "delete", "point_id": chunk.point_id} for chunk in old]
+        change = {
+            "run_id": run_id,
+            "doc_key": page.doc_key,
+            "source_id": source.id,
+            "url": page.url,
+            "change_type": "removed",
+            "old_hash": document["content_hash"],
+            "new_hash": None,
+            "diff": markdown_diff(document["markdown"] or "", "", page.url),
+            "chunks_added": 0,
+            "chunks_removed": len(old),
+            "chunks_kept": 0,
+            "magnitude": 1.0 if old else 0.0,
+            "at": now,
+        }
+        self.state.commit_document(tombstoned, [], ops, change)
+        counters.tombstones_created += 1
+        log.info("%s: tombstoned after %d observations (%s)", page.url, count, reason)
 
     def _apply_journal(self, counters: Counters) -> int:
         """Apply every pending journal operation, in order; return how many were applied."""

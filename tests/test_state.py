@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import zlib
 
 import pytest
 
@@ -82,25 +83,55 @@ def test_journal_order_and_mark_done(state):
 
 def test_failures_never_touch_the_last_good_content(state):
     state.commit_document(doc(), [chunk()], [], None)
-    assert (
-        state.record_failure(
-            "docs:https://x/a", "https://x/a", status=503, error="HTTP 503", at="t1"
-        )
-        == 1
+    key, url = "docs:https://x/a", "https://x/a"
+    state.record_failure(
+        key,
+        url,
+        source_id="docs",
+        status=503,
+        error="HTTP 503",
+        at="t1",
+        state="retrying",
+        next_retry_at="t5",
     )
-    assert (
-        state.record_failure(
-            "docs:https://x/a", "https://x/a", status=None, error="timeout", at="t2"
-        )
-        == 2
+    state.record_failure(
+        key,
+        url,
+        source_id="docs",
+        status=None,
+        error="timeout",
+        at="t2",
+        state="retrying",
+        next_retry_at="t9",
+        body=b"<html>raw</html>",
     )
-    assert state.document("docs:https://x/a")["content_hash"] == "h1"
-    attempt = state.fetch_attempts()[0]
+    assert state.document(key)["content_hash"] == "h1"
+    attempt = state.attempt(key)
     assert (attempt["attempts"], attempt["first_failed_at"], attempt["last_error"]) == (
         2,
         "t1",
         "timeout",
     )
+    assert zlib.decompress(attempt["body"]) == b"<html>raw</html>"
+    assert state.held_back("docs", "t8") == {key}
+    assert state.held_back("docs", "t9z") == set()
+    state.mark_checked(key, "t10")
+    assert state.attempt(key) is None
+
+
+def test_dead_and_attention_pages_are_held_back_until_asked(state):
+    for key, kind in (("docs:a", "dead"), ("docs:b", "attention"), ("docs:c", "refused")):
+        state.record_failure(key, key, source_id="docs", status=None, error="x", at="t", state=kind)
+    assert state.held_back("docs", "t") == {"docs:a", "docs:b"}
+    assert state.held_back("other", "t") == set()
+
+
+def test_host_pauses_persist(tmp_path, state):
+    state.pause_host("http://x.org", 1234.5, "HTTP 429", "t")
+    state.close()
+    again = StateDB(tmp_path / "state.db")
+    assert again.host_pauses() == {"http://x.org": 1234.5}
+    again.close()
 
 
 def test_embedding_cache_roundtrip(state):

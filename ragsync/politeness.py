@@ -1,0 +1,95 @@
+"""Per-host politeness shared by the fetch workers of one process.
+
+Per host: at most ``per_host_concurrency`` requests in flight, at least ``min_delay`` seconds
+between request starts (raised to the host's robots.txt Crawl-delay), and no request at all
+before a pause set by ``Retry-After`` or an exhausted ``X-RateLimit`` budget has passed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+
+class HostPaused(Exception):
+    """The host is paused past what this run is willing to wait; retry at ``until``."""
+
+    def __init__(self, host: str, until: float):
+        self.host = host
+        self.until = until
+        super().__init__(f"{host} paused until {time.strftime('%H:%M:%S', time.gmtime(until))}")
+
+
+class HostGate:
+    """Admits requests to hosts politely (thread-safe).
+
+    Args:
+        per_host_concurrency: requests in flight per host.
+        min_delay: seconds between two request starts to one host.
+        max_wait: a pause longer than this raises :class:`HostPaused` instead of sleeping.
+        pauses: ``{host: Unix time}`` pauses carried over from earlier runs.
+        now / sleep: the wall clock and sleeper (tests inject both).
+    """
+
+    def __init__(
+        self,
+        *,
+        per_host_concurrency: int,
+        min_delay: float,
+        max_wait: float,
+        pauses: dict[str, float] | None = None,
+        now: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.per_host_concurrency = per_host_concurrency
+        self.min_delay = min_delay
+        self.max_wait = max_wait
+        self._now = now
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._slots: dict[str, threading.Semaphore] = {}
+        self._next_start: dict[str, float] = {}
+        self._delay: dict[str, float] = {}
+        self._paused_until: dict[str, float] = dict(pauses or {})
+
+    def set_crawl_delay(self, host: str, seconds: float | None) -> None:
+        """Use robots.txt Crawl-delay for ``host`` when it is longer than ``min_delay``."""
+        if seconds:
+            with self._lock:
+                self._delay[host] = max(self.min_delay, float(seconds))
+
+    def pause(self, host: str, seconds: float) -> float:
+        """No request to ``host`` for ``seconds``; returns the Unix time the pause ends."""
+        with self._lock:
+            until = max(self._paused_until.get(host, 0.0), self._now() + seconds)
+            self._paused_until[host] = until
+            return until
+
+    def paused_until(self, host: str) -> float:
+        with self._lock:
+            return self._paused_until.get(host, 0.0)
+
+    @contextmanager
+    def request(self, host: str) -> Iterator[None]:
+        """Hold a slot for one request to ``host``, waiting for spacing and pauses.
+
+        Raises:
+            HostPaused: the host is paused for longer than ``max_wait``.
+        """
+        with self._lock:
+            slots = self._slots.setdefault(host, threading.Semaphore(self.per_host_concurrency))
+        with slots:
+            while True:
+                with self._lock:
+                    now = self._now()
+                    paused = self._paused_until.get(host, 0.0)
+                    if paused - now > self.max_wait:
+                        raise HostPaused(host, paused)
+                    start = max(now, paused, self._next_start.get(host, 0.0))
+                    if start <= now:
+                        self._next_start[host] = now + self._delay.get(host, self.min_delay)
+                        break
+                self._sleep(start - now)
+            yield
