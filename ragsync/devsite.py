@@ -20,6 +20,7 @@ import hashlib
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import formatdate, parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -72,6 +73,9 @@ class DevSite:
         self.noise = noise
         self.sitemap_index = sitemap_index
         self.hits: list[Hit] = []
+        # Tests install fault injection here: fault(path, headers) -> (status, headers, body) or
+        # None to serve normally. It may also sleep (slow server) before answering.
+        self.fault: Callable[[str, Any], tuple[int, dict[str, str], bytes] | None] | None = None
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._clock = time.time() - 86400
@@ -194,8 +198,12 @@ class DevSite:
             handler.headers.get("If-None-Match") or handler.headers.get("If-Modified-Since")
         )
         headers: dict[str, str] = {}
-        with self._lock:
-            status, body, headers = self._respond(path, handler, headers)
+        injected = self.fault(path, handler.headers) if self.fault else None
+        if injected:
+            status, headers, body = injected
+        else:
+            with self._lock:
+                status, body, headers = self._respond(path, handler, headers)
         handler.send_response(status)
         for name, value in headers.items():
             handler.send_header(name, value)

@@ -11,6 +11,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
+
+from ragsync.policy import rate_limit_pause, retry_after_seconds
+from ragsync.urls import host_of
 
 
 class HostPaused(Exception):
@@ -93,3 +97,51 @@ class HostGate:
                         break
                 self._sleep(start - now)
             yield
+
+
+class PoliteFetcher:
+    """A fetcher whose every request passes the :class:`HostGate` and whose every response
+    can pause its host (``Retry-After`` on 429/503, a spent ``X-RateLimit`` budget).
+
+    Args:
+        fetcher: the plain fetcher (anything with ``get(url, etag=, last_modified=)``).
+        gate: the host gate shared by all workers of the run.
+        default_pause: seconds to pause a host after a 429 without ``Retry-After``.
+    """
+
+    def __init__(self, fetcher: Any, gate: HostGate, *, default_pause: float):
+        self.fetcher = fetcher
+        self.gate = gate
+        self.default_pause = default_pause
+        self._lock = threading.Lock()
+        self._new_pauses: dict[str, tuple[float, str]] = {}
+
+    def get(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Any:
+        """GET through the gate. Raises ``HostPaused`` or the fetcher's ``FetchError``."""
+        host = host_of(url)
+        with self.gate.request(host):
+            response = self.fetcher.get(url, etag=etag, last_modified=last_modified)
+        seconds = self.pause_for(response.status, response.headers)
+        if seconds is not None:
+            until = self.gate.pause(host, seconds)
+            with self._lock:
+                self._new_pauses[host] = (until, f"HTTP {response.status} from {url}")
+        return response
+
+    def pause_for(self, status: int, headers: dict[str, str]) -> float | None:
+        """Seconds to pause the host after a response, or None."""
+        now = time.time()
+        seconds = rate_limit_pause(headers, now)
+        if status in (429, 503):
+            after = retry_after_seconds(headers.get("retry-after"), now)
+            if after is not None:
+                seconds = max(seconds or 0.0, after)
+            elif status == 429:
+                seconds = max(seconds or 0.0, self.default_pause)
+        return seconds
+
+    def take_new_pauses(self) -> dict[str, tuple[float, str]]:
+        """Pauses set since the last call: ``{host: (until, reason)}`` (to persist them)."""
+        with self._lock:
+            pauses, self._new_pauses = self._new_pauses, {}
+        return pauses

@@ -12,7 +12,6 @@ import json
 import logging
 import random
 import threading
-import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -48,12 +47,10 @@ from ragsync.policy import (
     TEXT_TYPES,
     classify,
     missing_step,
-    rate_limit_pause,
     raw_hash,
-    retry_after_seconds,
     retry_delay,
 )
-from ragsync.politeness import HostGate, HostPaused
+from ragsync.politeness import HostGate, HostPaused, PoliteFetcher
 from ragsync.protocols import VectorStore
 from ragsync.registry import source_class, store_class
 from ragsync.robots import RobotsPolicy
@@ -106,14 +103,17 @@ class _Page:
 class _Discovery:
     """The :class:`~ragsync.protocols.DiscoveryContext` handed to source connectors."""
 
-    def __init__(self, fetcher: Fetcher, base_dir: Path, outcome: SourceOutcome):
+    def __init__(self, fetcher: PoliteFetcher, base_dir: Path, outcome: SourceOutcome):
         self._fetcher = fetcher
         self.base_dir = base_dir
         self._outcome = outcome
 
     def get(self, url: str) -> Response:
         self._outcome.counters.requests_sent += 1
-        return self._fetcher.get(url)
+        try:
+            return self._fetcher.get(url)
+        except HostPaused as paused:
+            raise FetchError(url, str(paused), transient=True) from paused
 
     def warn(self, message: str) -> None:
         log.warning(message)
@@ -227,26 +227,25 @@ class Syncer:
             run_id=f"{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=iso(started)
         )
         self.state.start_run(result.run_id, result.started_at)
-        fetcher = Fetcher(self.config.fetch, transport=self._transport)
+        plain = Fetcher(self.config.fetch, transport=self._transport)
         gate = HostGate(
             per_host_concurrency=self.config.fetch.per_host_concurrency,
             min_delay=self.config.fetch.per_host_delay,
             max_wait=self.config.fetch.max_pause_wait,
             pauses=self.state.host_pauses(),
         )
+        fetcher = PoliteFetcher(plain, gate, default_pause=self.config.fetch.retry_base)
         try:
             replayed = Counters()
             replayed.journal_replayed = self._apply_journal(replayed)
             result.counters.add(replayed)
             for source_config in sources:
-                outcome = self._sync_source(
-                    source_config, fetcher, gate, result.run_id, revalidate_all
-                )
+                outcome = self._sync_source(source_config, fetcher, result.run_id, revalidate_all)
                 result.sources[source_config.id] = outcome
                 result.counters.add(outcome.counters)
             result.ok = all(outcome.ok for outcome in result.sources.values())
         finally:
-            fetcher.close()
+            plain.close()
             self._close_store()
             result.finished_at = iso(self.clock())
             self.state.finish_run(
@@ -277,8 +276,7 @@ class Syncer:
     def _sync_source(
         self,
         source: SourceConfig,
-        fetcher: Fetcher,
-        gate: HostGate,
+        fetcher: PoliteFetcher,
         run_id: str,
         revalidate_all: bool,
     ) -> SourceOutcome:
@@ -294,14 +292,14 @@ class Syncer:
             held = self.state.held_back(source.id, iso(self.clock()))
             counters.held_back = sum(key in held for key, _, _ in work)
             work = [item for item in work if item[0] not in held]
-        robots = RobotsPolicy(fetcher.get, self.config.fetch.user_agent)
+        robots = RobotsPolicy(ctx.get, self.config.fetch.user_agent)
         robots_lock = threading.Lock()
 
         def allowed(url: str) -> bool:
             with robots_lock:  # one robots.txt fetch per host, even with many workers
                 if not robots.knows(url):
                     robots.allowed(url)
-                    gate.set_crawl_delay(host_of(url), robots.crawl_delay(url))
+                    fetcher.gate.set_crawl_delay(host_of(url), robots.crawl_delay(url))
                 return robots.allowed(url)
 
         def prepare(item: tuple[str, Candidate, bool, dict[str, Any] | None]) -> _Page:
@@ -311,8 +309,7 @@ class Syncer:
                 page.kind = "disallowed"
                 return page
             try:
-                with gate.request(host_of(page.url)):
-                    self._prepare(page, fetcher, gate)
+                self._prepare(page, fetcher)
             except HostPaused as paused:
                 page.kind, page.reason = "deferred", str(paused)
             return page
@@ -325,9 +322,10 @@ class Syncer:
                     for key, cand, unlisted in work[start : start + window]
                 ]
                 pages = list(pool.map(prepare, batch))
+                for host, (until, reason) in fetcher.take_new_pauses().items():
+                    self.state.pause_host(host, until, reason, iso(self.clock()))
                 self._commit_pages(source, pages, outcome, run_id)
                 log.info("%s: %d/%d pages checked", source.id, start + len(batch), len(work))
-        counters.requests_sent += robots.requests
         return outcome
 
     def _candidates(
@@ -357,7 +355,7 @@ class Syncer:
             if doc["doc_key"] not in listed and doc["status"] != "tombstoned"
         ]
 
-    def _prepare(self, page: _Page, fetcher: Fetcher, gate: HostGate) -> None:
+    def _prepare(self, page: _Page, fetcher: PoliteFetcher) -> None:
         """Fetch (conditionally), then hash, extract and chunk. Runs on a worker thread."""
         document = page.document
         etag = last_modified = None
@@ -371,7 +369,8 @@ class Syncer:
             page.reason, page.transient = exc.reason, exc.transient
             return
         page.response, page.status = response, response.status
-        self._note_rate_limits(page, response, gate)
+        if fetcher.pause_for(response.status, response.headers) is not None:
+            page.pause_until = fetcher.gate.paused_until(host_of(page.url))
         verdict, page.reason = classify(response.status, response.content_type, response.body)
         page.verdict = verdict
         if verdict == "missing":
@@ -400,19 +399,6 @@ class Syncer:
         page.chunks = self.chunker.chunk(page.extracted.markdown)
         page.kind = "changed"
 
-    def _note_rate_limits(self, page: _Page, response: Response, gate: HostGate) -> None:
-        """Pause the whole host on 429/503 ``Retry-After`` or a spent ``X-RateLimit`` budget."""
-        now = time.time()
-        seconds = rate_limit_pause(response.headers, now)
-        if response.status in (429, 503):
-            after = retry_after_seconds(response.headers.get("retry-after"), now)
-            if after is not None:
-                seconds = max(seconds or 0.0, after)
-            elif response.status == 429:
-                seconds = max(seconds or 0.0, self.config.fetch.retry_base)
-        if seconds is not None:
-            page.pause_until = gate.pause(host_of(page.url), seconds)
-
     @staticmethod
     def _extract(response: Response) -> Extracted:
         text = decode_body(response.body, response.headers.get("content-type", ""), response.url)
@@ -438,9 +424,6 @@ class Syncer:
         )
         for page in pages:
             self._count_response(page, counters)
-            if page.pause_until:
-                reason = f"HTTP {page.status} from {page.url}"
-                self.state.pause_host(host_of(page.url), page.pause_until, reason, now)
             prune = page.unlisted and source.prune_unlisted
             if page.kind in ("disallowed", "deferred"):
                 continue
