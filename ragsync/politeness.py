@@ -121,11 +121,14 @@ class PoliteFetcher:
         host = host_of(url)
         with self.gate.request(host):
             response = self.fetcher.get(url, etag=etag, last_modified=last_modified)
-        seconds = self.pause_for(response.status, response.headers)
-        if seconds is not None:
-            until = self.gate.pause(host, seconds)
-            with self._lock:
-                self._new_pauses[host] = (until, f"HTTP {response.status} from {url}")
+            # Registered before the slot is released, so no request of ours that starts after
+            # this response can miss the pause. (Requests already in flight on other
+            # connections to the host cannot be recalled: per_host_concurrency = 1 rules them out.)
+            seconds = self.pause_for(response.status, response.headers)
+            if seconds is not None:
+                until = self.gate.pause(host, seconds)
+                with self._lock:
+                    self._new_pauses[host] = (until, f"HTTP {response.status} from {url}")
         return response
 
     def pause_for(self, status: int, headers: dict[str, str]) -> float | None:

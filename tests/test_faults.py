@@ -1,0 +1,174 @@
+"""Faults, rate limits and hostile input against real servers on 127.0.0.1 (issue #4)."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from datetime import UTC, datetime
+from email.utils import formatdate
+
+from conftest import example_pages, make_config, page, sentences
+
+from ragsync.devsite import DevSite
+from ragsync.sync import Syncer
+
+FAST_RETRIES = {"retry_base": "0.05s", "retry_cap": "0.2s", "max_pause_wait": "5s"}
+
+
+def syncer_for(tmp_path, site, embedder, name="s", clock=None, fetch=None, **source):
+    config = make_config(
+        tmp_path / name,
+        [{"id": "docs", "kind": "sitemap", "url": site.base_url + "/sitemap.xml", **source}],
+        fetch={**FAST_RETRIES, **(fetch or {})},
+    )
+    return Syncer(config, embedder=embedder, clock=clock)
+
+
+def index(syncer):
+    try:
+        return {pid: payload for pid, payload, _ in syncer.store.points()}
+    finally:
+        syncer.store.close()
+
+
+class RateLimitedFaults:
+    """15% 503s and 5% 429s on pages, Retry-After in both forms; records violations."""
+
+    def __init__(self, seed=3):
+        self.rng = random.Random(seed)
+        self.lock = threading.Lock()
+        self.not_before = 0.0
+        self.violations: list[float] = []
+        self.sent_429 = self.sent_503 = 0
+        self.enabled = True
+
+    def __call__(self, path, headers):
+        now = time.time()
+        with self.lock:
+            if now < self.not_before:
+                self.violations.append(self.not_before - now)
+            if not self.enabled or not path.startswith("/guide/"):
+                return None
+            draw = self.rng.random()
+            if draw < 0.05:
+                self.sent_429 += 1
+                if self.sent_429 % 2:
+                    value, wait = "1", 1.0
+                else:  # HTTP-date form, whole seconds
+                    target = int(now) + 2
+                    value, wait = formatdate(target, usegmt=True), target - now
+                self.not_before = max(self.not_before, now + wait)
+                return 429, {"Retry-After": value, "Content-Type": "text/plain"}, b"slow down"
+            if draw < 0.20:
+                self.sent_503 += 1
+                return 503, {"Content-Type": "text/plain"}, b"busy"
+            return None
+
+
+def test_faults_converge_to_the_complete_index_and_retry_after_is_honoured(tmp_path, embedder):
+    site = DevSite(example_pages(12))
+    site.start()
+    faults = RateLimitedFaults()
+    site.fault = faults
+    try:
+        # One connection per host: a request already in flight on a second connection when the
+        # 429 arrives could not be recalled, and the server would rightly see it.
+        syncer = syncer_for(tmp_path, site, embedder, fetch={"per_host_concurrency": 1})
+        for _ in range(12):
+            result = syncer.run()
+            if result.ok and not syncer.state.fetch_attempts():
+                break
+            time.sleep(0.3)
+        assert result.ok, result.to_dict()["sources"]["docs"]["errors"]
+        faults.enabled = False
+        reference = syncer_for(tmp_path, site, embedder, name="reference")
+        assert reference.run().ok
+        assert _without_times(index(syncer)) == _without_times(index(reference))
+    finally:
+        site.stop()
+    assert faults.sent_503 >= 2 and faults.sent_429 >= 1  # the faults really happened
+    assert faults.violations == []  # no request before a Retry-After expired
+    docs = syncer.state.documents()
+    assert len(docs) == 12 and all(d["status"] == "active" for d in docs)
+    syncer.close()
+    reference.close()
+
+
+def _without_times(points):
+    return {
+        pid: {**p, "metadata": {k: v for k, v in p["metadata"].items() if k != "last_changed_at"}}
+        for pid, p in points.items()
+    }
+
+
+def test_retries_are_jittered_and_never_touch_good_content(tmp_path, embedder):
+    site = DevSite(example_pages(8))
+    site.start()
+    try:
+        syncer = syncer_for(
+            tmp_path, site, embedder, fetch={"retry_base": "60s", "retry_cap": "15m"}
+        )
+        assert syncer.run().ok
+        before = index(syncer)
+        hashes = {d["doc_key"]: d["content_hash"] for d in syncer.state.documents()}
+        site.fault = lambda path, headers: (
+            (503, {}, b"down") if path.startswith("/guide/") else None
+        )
+        started = datetime.now(UTC).timestamp()
+        result = syncer.run()
+        attempts = syncer.state.fetch_attempts()
+        assert not result.ok and result.counters.retries_scheduled == 8
+        assert {a["state"] for a in attempts} == {"retrying"}
+        due = [datetime.fromisoformat(a["next_retry_at"]).timestamp() - started for a in attempts]
+        assert all(-1 <= d <= 61 for d in due)
+        assert len({round(d, 2) for d in due}) == 8  # jitter: not synchronized
+        assert max(due) - min(due) > 5
+        # Held back until due: the next run requests none of them.
+        seen = len(site.hits)
+        again = syncer.run()
+        assert again.counters.held_back == 8
+        assert not [h for h in site.hits[seen:] if h.path.startswith("/guide/")]
+        assert index(syncer) == before
+        assert {d["doc_key"]: d["content_hash"] for d in syncer.state.documents()} == hashes
+        # --all asks anyway; the site is back, everything recovers.
+        site.fault = None
+        assert syncer.run(revalidate_all=True).ok and syncer.state.fetch_attempts() == []
+        syncer.close()
+    finally:
+        site.stop()
+
+
+def test_dead_letter_after_the_attempt_bound(tmp_path, embedder):
+    site = DevSite({"/a": page("A", {"S": [sentences("alpha")]})})
+    site.start()
+    site.fault = lambda path, headers: (500, {}, b"boom") if path == "/a" else None
+    try:
+        syncer = syncer_for(
+            tmp_path, site, embedder, fetch={"retry_attempts": 3, "retry_base": "0s"}
+        )
+        for _ in range(3):
+            syncer.run()
+        attempt = syncer.state.fetch_attempts()[0]
+        assert (attempt["state"], attempt["attempts"], attempt["last_status"]) == ("dead", 3, 500)
+        seen = len(site.hits)
+        assert syncer.run().counters.held_back == 1
+        assert not site.requests_to("/a")[seen:] and all(h.path != "/a" for h in site.hits[seen:])
+        syncer.close()
+    finally:
+        site.stop()
+
+
+def test_401_needs_attention_without_blind_retry(tmp_path, embedder):
+    site = DevSite({"/a": page("A", {"S": [sentences("alpha")]})})
+    site.start()
+    site.fault = lambda path, headers: (401, {}, b"who?") if path == "/a" else None
+    try:
+        syncer = syncer_for(tmp_path, site, embedder)
+        syncer.run()
+        syncer.run()
+        assert len(site.requests_to("/a")) == 1
+        assert syncer.state.fetch_attempts()[0]["state"] == "attention"
+        syncer.close()
+    finally:
+        site.stop()
