@@ -18,6 +18,7 @@ from ragsync.models import Extracted
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _SPACES = re.compile(r"[ \t\u00a0]+")
 _BLANKS = re.compile(r"\n{3,}")
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset=["']?([A-Za-z0-9_.:-]+)""", re.I)
 _NOISE_TAGS = ("script", "style", "noscript", "nav", "header", "footer", "aside", "form", "iframe")
 
 
@@ -54,10 +55,11 @@ def _is_list_item(line: str) -> bool:
 
 
 def decode_body(body: bytes, content_type: str, url: str) -> str:
-    """The text of ``body``: the declared charset if it decodes cleanly, else a detected one.
+    """The text of ``body``: the first of the header's charset, the page's ``<meta charset>``,
+    UTF-8 and windows-1252 (the web's legacy default) that decodes cleanly, else a detected one.
 
-    A wrong charset declaration is common and survivable; bytes that no charset explains are
-    not text.
+    A wrong charset declaration is common and survivable; bytes that no charset explains
+    (NUL bytes, nothing detectable) are not text.
 
     Raises:
         ExtractError: the body is not text in any charset that can be detected.
@@ -67,7 +69,11 @@ def decode_body(body: bytes, content_type: str, url: str) -> str:
         name, _, value = part.strip().partition("=")
         if name.lower() == "charset" and value:
             declared = value.strip("\"' ").lower()
-    for charset in (declared, "utf-8"):
+    if b"\0" in body[:4096]:
+        raise ExtractError(url, f"body is not text (declared charset: {declared or 'none'})")
+    meta = _META_CHARSET.search(body[:4096])
+    in_page = meta.group(1).decode("ascii", "ignore").lower() if meta else None
+    for charset in (declared, in_page, "utf-8", "windows-1252"):
         if charset:
             try:
                 return body.decode(charset)
@@ -76,7 +82,7 @@ def decode_body(body: bytes, content_type: str, url: str) -> str:
     from charset_normalizer import from_bytes
 
     best = from_bytes(body).best()
-    if best is None or b"\0" in body[:4096]:
+    if best is None:
         raise ExtractError(url, f"body is not text (declared charset: {declared or 'none'})")
     return str(best)
 

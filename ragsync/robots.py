@@ -21,6 +21,7 @@ class RobotsPolicy:
         self._get = get
         self.user_agent = user_agent
         self._rules: dict[str, Protego | bool] = {}
+        self._unreachable: dict[str, str] = {}
         self.requests = 0
 
     def _load(self, host: str) -> Protego | bool:
@@ -28,14 +29,21 @@ class RobotsPolicy:
         self.requests += 1
         try:
             response: Response = self._get(f"{host}/robots.txt")
-        except FetchError:
-            return False  # RFC 9309 §2.3.1.4: unreachable → assume complete disallow
+        except FetchError as exc:
+            # RFC 9309 §2.3.1.4: unreachable → assume complete disallow (for now: retried later)
+            self._unreachable[host] = f"robots.txt unreachable: {exc.reason}"
+            return False
         if 400 <= response.status < 500:
             return True  # §2.3.1.3: unavailable → no restriction
         if response.status >= 500:
+            self._unreachable[host] = f"robots.txt unreachable: HTTP {response.status}"
             return False
         text = response.body.decode("utf-8", errors="replace")
         return Protego.parse(text)
+
+    def unreachable(self, url: str) -> str | None:
+        """Why the host's robots.txt could not be read (a transient failure), or None."""
+        return self._unreachable.get(host_of(url))
 
     def knows(self, url: str) -> bool:
         """True once ``url``'s host robots.txt has been fetched."""

@@ -306,7 +306,11 @@ class Syncer:
             doc_key, candidate, unlisted, document = item
             page = _Page(doc_key, candidate.url, candidate, document, unlisted=unlisted)
             if not allowed(page.url):
-                page.kind = "disallowed"
+                unreachable = robots.unreachable(page.url)
+                if unreachable:  # not a rule: the host could not be asked; retry later
+                    page.reason, page.transient = unreachable, True
+                else:
+                    page.kind = "disallowed"
                 return page
             try:
                 self._prepare(page, fetcher)
