@@ -102,6 +102,80 @@ def _print_report(report: dict[str, Any]) -> None:
 
 @main.command()
 @CONFIG_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@_errors_to_exit_codes
+def status(config_path: str, as_json: bool) -> None:
+    """Per source: documents by state, what is failing and why, the dead letter."""
+    from ragsync.sync import Syncer
+
+    with Syncer.from_config(config_path) as syncer:
+        report = syncer.status()
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    last = report["last_run"]
+    if last:
+        outcome = "ok" if last["ok"] else "finished with errors"
+        click.echo(f"last run {last['run_id']} ({last['finished_at']}): {outcome}")
+    else:
+        click.echo("no run yet: `ragsync run` starts the first sync")
+    if report["pending_journal"]:
+        click.echo(f"journal: {report['pending_journal']} operations pending (next run applies)")
+    for host, until in report["host_pauses"].items():
+        click.echo(f"host {host} paused until {until} (Retry-After / rate limit)")
+    for source_id, s in report["sources"].items():
+        docs = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in s["documents"].items())
+        click.echo(f"\n[{source_id}] {s['kind']}: {docs}")
+        if s["oldest_check"]:
+            click.echo(f"  oldest check: {s['oldest_check']}")
+        for title, key in (
+            ("dead letter", "dead_letter"),
+            ("needs attention", "needs_attention"),
+            ("retrying", "retrying"),
+            ("refused", "refused"),
+        ):
+            items = s[key]
+            if not items:
+                continue
+            click.echo(f"  {title} ({len(items)}):")
+            for item in items[:20]:
+                when = f", next try {item['next_retry_at']}" if item["next_retry_at"] else ""
+                click.echo(
+                    f"    {item['url']}: {item['reason']} — failing since "
+                    f"{item['since']}, {item['attempts']} attempt(s){when}"
+                )
+            if len(items) > 20:
+                click.echo(f"    … {len(items) - 20} more (--json lists all)")
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--repair", is_flag=True, help="Make the vector store match the state DB.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@_errors_to_exit_codes
+def verify(config_path: str, repair: bool, as_json: bool) -> None:
+    """Compare the state DB with the vector store (missing, orphan, drifted points)."""
+    from ragsync.sync import Syncer
+
+    with Syncer.from_config(config_path) as syncer:
+        report = syncer.verify(repair=repair)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        click.echo(f"points expected {report.points_expected}, in store {report.points_in_store}")
+        for name in ("missing", "orphans", "drift"):
+            ids = getattr(report, name)
+            click.echo(f"{name}: {len(ids)}" + (f" (e.g. {', '.join(ids[:3])})" if ids else ""))
+        click.echo(f"pending journal operations: {report.pending_journal}")
+        if report.repaired:
+            click.echo("repaired: the store now matches the state DB")
+        elif not report.clean:
+            click.echo("run `ragsync verify --repair` to fix")
+    sys.exit(0 if report.clean or report.repaired else 1)
+
+
+@main.command()
+@CONFIG_OPTION
 @click.argument("query")
 @click.option(
     "-k", "k", default=5, show_default=True, type=click.IntRange(1, 100), help="Number of hits."

@@ -422,9 +422,7 @@ class StateDB:
                 pk="point_id",
             )
             if ops:
-                self.db.table("journal").insert_all(
-                    ({**op, "payload": _json_or_none(op.get("payload"))} for op in ops), pk="seq"
-                )
+                self.enqueue(ops)
             if change:
                 self.db.table("changes").insert(change, pk="id")
             for alias in aliases:
@@ -446,6 +444,13 @@ class StateDB:
             )
             for row in rows
         ]
+
+    def enqueue(self, ops: Sequence[dict[str, Any]]) -> None:
+        """Add vector-store operations to the journal (one transaction)."""
+        with self.db.atomic():
+            self.db.table("journal").insert_all(
+                ({**op, "payload": _json_or_none(op.get("payload"))} for op in ops), pk="seq"
+            )
 
     def pending_count(self) -> int:
         return self.db.execute("select count(*) from journal").fetchone()[0]
@@ -479,6 +484,25 @@ class StateDB:
                     "sources": json.dumps(sources),
                 },
             )
+
+    def status_counts(self) -> dict[str, dict[str, int]]:
+        """``{source_id: {document status: count}}``."""
+        counts: dict[str, dict[str, int]] = {}
+        sql = "select source_id, status, count(*) as n from documents group by source_id, status"
+        for row in self.db.query(sql):
+            counts.setdefault(row["source_id"], {})[row["status"]] = row["n"]
+        return counts
+
+    def oldest_check(self, source_id: str) -> str | None:
+        sql = (
+            "select min(last_checked_at) from documents where source_id = ? "
+            "and status != 'tombstoned'"
+        )
+        return self.db.execute(sql, [source_id]).fetchone()[0]
+
+    def last_run(self) -> dict[str, Any] | None:
+        sql = "select * from runs where finished_at is not null order by started_at desc limit 1"
+        return next(iter(self.db.query(sql)), None)
 
     def changes(self, since: str | None = None) -> list[dict[str, Any]]:
         if since is None:

@@ -12,6 +12,7 @@ import json
 import logging
 import random
 import threading
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -56,6 +57,7 @@ from ragsync.registry import source_class, store_class
 from ragsync.robots import RobotsPolicy
 from ragsync.state import StateDB
 from ragsync.urls import canonical_url, host_of, in_scope
+from ragsync.verify import VerifyReport, compare
 
 log = logging.getLogger("ragsync")
 
@@ -270,6 +272,139 @@ class Syncer:
             return self.store.search(vector, k, source)
         finally:
             self._close_store()
+
+    def status(self) -> dict[str, Any]:
+        """Per source: documents by state, what is failing (since when, why), the dead letter
+        and the attention list; plus the last run, pending journal work and host pauses.
+
+        Example::
+
+            for source_id, s in syncer.status()["sources"].items():
+                print(source_id, s["documents"], len(s["dead_letter"]))
+        """
+        counts = self.state.status_counts()
+        sources = {}
+        for source in self.config.sources:
+            attempts = self.state.fetch_attempts(source.id)
+            lists: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for attempt in attempts:
+                lists[attempt["state"] or "retrying"].append(
+                    {
+                        "url": attempt["url"],
+                        "since": attempt["first_failed_at"],
+                        "attempts": attempt["attempts"],
+                        "last_status": attempt["last_status"],
+                        "reason": attempt["last_error"],
+                        "next_retry_at": attempt["next_retry_at"],
+                    }
+                )
+            documents = {"active": 0, "suspected_missing": 0, "tombstoned": 0}
+            documents.update(counts.get(source.id, {}))
+            sources[source.id] = {
+                "kind": source.kind,
+                "documents": documents,
+                "failing": {state: len(items) for state, items in sorted(lists.items())},
+                "retrying": lists["retrying"],
+                "dead_letter": lists["dead"],
+                "needs_attention": lists["attention"],
+                "refused": lists["refused"],
+                "oldest_check": self.state.oldest_check(source.id),
+            }
+        last = self.state.last_run()
+        now = time.time()
+        return {
+            "sources": sources,
+            "last_run": None
+            if last is None
+            else {
+                "run_id": last["run_id"],
+                "started_at": last["started_at"],
+                "finished_at": last["finished_at"],
+                "ok": bool(last["ok"]),
+                "counters": json.loads(last["counters"] or "{}"),
+            },
+            "pending_journal": self.state.pending_count(),
+            "host_pauses": {
+                host: iso(datetime.fromtimestamp(until, UTC))
+                for host, until in self.state.host_pauses().items()
+                if until > now
+            },
+        }
+
+    def verify(self, *, repair: bool = False) -> VerifyReport:
+        """Compare the state DB with the vector store; with ``repair``, make the store match.
+
+        Repair replays the journal, then writes the missing points (vectors from the cache;
+        only texts the cache lacks are embedded), deletes orphans and rewrites drifted payloads,
+        all through the journal.
+
+        Example::
+
+            report = syncer.verify(repair=True)
+            print(report.to_dict())
+        """
+        try:
+            pending = self.state.pending_count()
+            if repair and pending:
+                self._apply_journal(Counters())
+            report = self._compare()
+            report.pending_journal = self.state.pending_count() if repair else pending
+            if repair and not report.clean:
+                self._repair(report)
+                report.repaired = True
+            return report
+        finally:
+            self._close_store()
+
+    def _expected_points(self) -> tuple[dict[str, dict], dict[str, tuple[str, str]]]:
+        """``({point_id: payload}, {point_id: (doc_key, chunk_hash)})`` from the state DB."""
+        documents = {d["doc_key"]: d for d in self.state.documents()}
+        payloads, origin = {}, {}
+        for doc_key, chunk in self.state.all_chunks():
+            document = documents[doc_key]
+            payloads[chunk.point_id] = chunk_payload(
+                chunk, document=document, model_id=self.model_id
+            )
+            origin[chunk.point_id] = (doc_key, chunk.chunk_hash)
+        return payloads, origin
+
+    def _compare(self) -> VerifyReport:
+        expected, _ = self._expected_points()
+        actual = {pid: payload for pid, payload, _ in self.store.points()}
+        return compare(expected, actual)
+
+    def _repair(self, report: VerifyReport) -> None:
+        expected, origin = self._expected_points()
+        now = iso(self.clock())
+        base = {"run_id": "verify", "created_at": now}
+        ops: list[dict[str, Any]] = []
+        for pid in report.missing:
+            doc_key, text_hash = origin[pid]
+            ops.append(
+                {
+                    **base,
+                    "doc_key": doc_key,
+                    "op": "upsert",
+                    "point_id": pid,
+                    "payload": expected[pid],
+                    "text_hash": text_hash,
+                    "model_id": self.model_id,
+                }
+            )
+        for pid in report.drift:
+            ops.append(
+                {
+                    **base,
+                    "doc_key": origin[pid][0],
+                    "op": "set_payload",
+                    "point_id": pid,
+                    "payload": expected[pid],
+                }
+            )
+        for pid in report.orphans:
+            ops.append({**base, "doc_key": None, "op": "delete", "point_id": pid})
+        self.state.enqueue(ops)
+        self._apply_journal(Counters())
 
     # -- one source -----------------------------------------------------------------------
 
