@@ -172,3 +172,24 @@ def test_401_needs_attention_without_blind_retry(tmp_path, embedder):
         syncer.close()
     finally:
         site.stop()
+
+
+def test_robots_crawl_delay_spaces_requests_to_the_host(tmp_path, embedder):
+    site = DevSite(
+        {f"/p{i}": page(f"P{i}", {"S": [sentences(f"topic {i}")]}) for i in range(4)},
+        robots="User-agent: *\nCrawl-delay: 0.4\n",
+    )
+    site.start()
+    stamps = []
+    site.fault = lambda path, headers: stamps.append((path, time.monotonic())) and None
+    try:
+        syncer = syncer_for(tmp_path, site, embedder)
+        assert syncer.run().ok
+        syncer.close()
+    finally:
+        site.stop()
+    starts = [t for path, t in stamps]
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    assert len(starts) == 6  # sitemap, robots.txt, 4 pages
+    page_gaps = gaps[2:]  # once robots.txt is known, every request waits for the delay
+    assert all(gap >= 0.38 for gap in page_gaps), gaps

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import socket
 import time
+import zlib
 
 import pytest
 from conftest import make_config, page, sentences
@@ -100,6 +101,9 @@ def test_hostile_response_ends_the_page_not_the_run(tmp_path, site, embedder, ca
         attempt = syncer.state.attempt(key)
         assert reason in attempt["last_error"], attempt["last_error"]
         assert any(reason in e for e in result.sources["docs"].errors)
+        if case == "invalid utf-8":  # a parse failure keeps the raw body for diagnosis
+            assert zlib.decompress(attempt["body"]) == invalid_utf8(VICTIM, {})[2]
+            assert result.counters.parse_failures == 1
         # ... while the rest of the run went on ...
         assert result.counters.responses_200_changed == 1
         bystander = syncer.state.document(f"docs:{site.base_url}/bystander")
