@@ -4,26 +4,59 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from w3lib.url import canonicalize_url
 
 TRACKING_PARAMS = frozenset(
-    {"fbclid", "gclid", "dclid", "msclkid", "mc_cid", "mc_eid", "yclid", "_ga", "_gl", "igshid"}
+    {
+        "fbclid",
+        "gclid",
+        "gclsrc",
+        "dclid",
+        "gbraid",
+        "wbraid",
+        "msclkid",
+        "mc_cid",
+        "mc_eid",
+        "yclid",
+        "_ga",
+        "_gl",
+        "igshid",
+        "_hsenc",
+        "_hsmi",
+        "mkt_tok",
+        "oly_anon_id",
+        "oly_enc_id",
+        "vero_id",
+        "ttclid",
+        "twclid",
+        "li_fat_id",
+        "s_kwcid",
+        "ref_src",
+    }
 )
+TRACKING_PREFIXES = ("utm_", "pk_", "mtm_", "hsa_")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-# RFC 3986 §2.3: unreserved characters are never percent-encoded in the canonical form.
-_PATH_SAFE = "/:@!$&'()*+,;=-._~"
 
 
-def _is_tracking(name: str) -> bool:
-    return name.lower().startswith("utm_") or name.lower() in TRACKING_PARAMS
+def is_tracking_param(name: str, extra: Iterable[str] = ()) -> bool:
+    """True for analytics parameters that never change what a page says."""
+    lowered = name.lower()
+    return (
+        lowered in TRACKING_PARAMS
+        or lowered.startswith(TRACKING_PREFIXES)
+        or any(fnmatch.fnmatchcase(lowered, pattern.lower()) for pattern in extra)
+    )
 
 
-def canonical_url(url: str) -> str:
+def canonical_url(url: str, strip_params: Iterable[str] = ()) -> str:
     """The canonical form of ``url``: the identity of a page.
 
-    Lowercases scheme and host, drops the default port and the fragment, removes tracking
-    parameters (``utm_*``, ``fbclid``, ``gclid``, ...), sorts the query and normalises
-    percent-encoding. An empty path becomes ``/``.
+    Lowercases scheme and host, drops the default port, a trailing dot of the host and the
+    fragment, removes tracking parameters (``utm_*``, ``fbclid``, ``gclid``, … and the globs in
+    ``strip_params``), sorts the query and normalises percent-encoding (w3lib's
+    ``canonicalize_url``, as Scrapy uses it). An empty path becomes ``/``.
 
     Example::
 
@@ -35,16 +68,21 @@ def canonical_url(url: str) -> str:
     """
     parts = urlsplit(url.strip())
     scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS or not parts.hostname:
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:  # a port that is not a number
+        raise ValueError(f"not an absolute http(s) URL: {url!r} ({exc})") from None
+    if scheme not in _DEFAULT_PORTS or not host:
         raise ValueError(f"not an absolute http(s) URL: {url!r}")
-    host = parts.hostname.lower().rstrip(".")
-    port = parts.port
+    host = host.lower().rstrip(".")
     netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"
-    path = quote(unquote(parts.path), safe=_PATH_SAFE) or "/"
-    query = [
-        (k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not _is_tracking(k)
-    ]
-    return urlunsplit((scheme, netloc, path, urlencode(sorted(query)), ""))
+    strip = tuple(strip_params)
+    query = "&".join(
+        pair
+        for pair in parts.query.split("&")
+        if pair and not is_tracking_param(unquote(pair.split("=", 1)[0]), strip)
+    )
+    return canonicalize_url(urlunsplit((scheme, netloc, parts.path or "/", query, "")))
 
 
 def record_key(source_id: str, url: str) -> str:

@@ -23,6 +23,13 @@ from ragsync.urls import canonical_url, in_scope, record_key
         ("https://example.org/a b", "https://example.org/a%20b"),
         ("https://example.org/caf%c3%a9", "https://example.org/caf%C3%A9"),
         ("https://example.org./x", "https://example.org/x"),
+        ("https://example.org/a?b=&a=1", "https://example.org/a?a=1&b="),  # blank values kept
+        ("https://example.org/%41%2f", "https://example.org/A%2F"),  # %2F is not a slash
+        ("https://example.org/a?UTM_Source=x&id=7", "https://example.org/a?id=7"),
+        ("https://example.org/a?q=a+b&q=c", "https://example.org/a?q=a+b&q=c"),
+        ("https://example.org/a?_ga=1&mc_eid=2&yclid=3", "https://example.org/a"),
+        ("https://bücher.example/a", "https://xn--bcher-kva.example/a"),
+        ("https://example.org/a/../b/./c", "https://example.org/b/c"),  # RFC 3986 §5.2.4
     ],
 )
 def test_canonical_url(url, expected):
@@ -30,7 +37,14 @@ def test_canonical_url(url, expected):
     assert canonical_url(expected) == expected  # idempotent
 
 
-@pytest.mark.parametrize("url", ["ftp://example.org/a", "/relative", "mailto:a@b.c", "http://"])
+def test_extra_strip_params_are_globs():
+    url = "https://x.org/a?ref=home&ref_campaign=z&page=2"
+    assert canonical_url(url, strip_params=["ref", "ref_*"]) == "https://x.org/a?page=2"
+
+
+@pytest.mark.parametrize(
+    "url", ["ftp://example.org/a", "/relative", "mailto:a@b.c", "http://", "http://x.org:abc/"]
+)
 def test_non_http_urls_are_refused(url):
     with pytest.raises(ValueError):
         canonical_url(url)
