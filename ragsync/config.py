@@ -151,6 +151,7 @@ class SourceConfig:
     cron: str | None = None
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    strip_params: tuple[str, ...] = ()  # extra query parameters (globs) left out of identity
     webhook_secret: str | None = None
     missing_confirmations: int = 2
     missing_grace: float = duration("1h")

@@ -155,7 +155,8 @@ class DevSite:
 
     def _sitemap(self, paths: list[str]) -> bytes:
         def lastmod(path: str) -> str:
-            return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.pages[path].modified))
+            page = self.pages[path.split("?", 1)[0].split("#", 1)[0]]
+            return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(page.modified))
 
         urls = "".join(
             f"<url><loc>{escape(self.base_url + path)}</loc>"

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from html import unescape as html_unescape
+from urllib.parse import urljoin
 
 from ragsync.errors import ExtractError
 from ragsync.models import Extracted
@@ -85,6 +87,28 @@ def decode_body(body: bytes, content_type: str, url: str) -> str:
     if best is None:
         raise ExtractError(url, f"body is not text (declared charset: {declared or 'none'})")
     return str(best)
+
+
+_LINK_TAG = re.compile(rb"<link\b[^>]*>", re.I)
+_ATTR = re.compile(rb"""([a-zA-Z-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""")
+_LINK_HEADER = re.compile(r"""<([^>]*)>\s*;[^,]*?\brel\s*=\s*"?canonical"?""", re.I)
+
+
+def canonical_link(body: bytes, headers: dict[str, str], base_url: str) -> str | None:
+    """The page's declared canonical URL: ``Link: <…>; rel="canonical"`` or
+    ``<link rel="canonical" href="…">`` in the first 64 KiB, resolved against ``base_url``."""
+    match = _LINK_HEADER.search(headers.get("link", ""))
+    if match:
+        return urljoin(base_url, match.group(1).strip())
+    for tag in _LINK_TAG.findall(body[:65536]):
+        attrs = {
+            m.group(1).lower(): (m.group(2) or m.group(3) or m.group(4) or b"")
+            for m in _ATTR.finditer(tag)
+        }
+        if attrs.get(b"rel", b"").lower().split() == [b"canonical"] and attrs.get(b"href"):
+            href = attrs[b"href"].decode("utf-8", "replace").strip()
+            return urljoin(base_url, html_unescape(href))
+    return None
 
 
 def extract(html: str, url: str) -> Extracted:

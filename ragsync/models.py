@@ -150,6 +150,7 @@ class Counters:
     payloads_updated: int = 0
     journal_replayed: int = 0
     tombstones_created: int = 0
+    records_moved: int = 0  # renamed pages (301 / rel=canonical) whose record moved
     events_delivered: int = 0
 
     def add(self, other: Counters) -> None:

@@ -445,6 +445,15 @@ class StateDB:
             for row in rows
         ]
 
+    def add_alias(self, alias: dict[str, Any]) -> None:
+        with self.db.atomic():
+            self.db.table("aliases").upsert(alias, pk="alias_key")
+
+    def aliases(self, source_id: str) -> dict[str, str]:
+        """``{alias record key: target record key}`` for one source."""
+        sql = "select alias_key, doc_key from aliases where alias_key like ?"
+        return {r["alias_key"]: r["doc_key"] for r in self.db.query(sql, [f"{source_id}:%"])}
+
     def enqueue(self, ops: Sequence[dict[str, Any]]) -> None:
         """Add vector-store operations to the journal (one transaction)."""
         with self.db.atomic():

@@ -28,7 +28,13 @@ from ragsync.chunk import Chunker
 from ragsync.config import Config, SourceConfig, load_config
 from ragsync.embed import Embedder, SentenceTransformerEmbedder
 from ragsync.errors import ExtractError, FetchError
-from ragsync.extract import content_hash, decode_body, extract, normalize_markdown
+from ragsync.extract import (
+    canonical_link,
+    content_hash,
+    decode_body,
+    extract,
+    normalize_markdown,
+)
 from ragsync.fetch import Fetcher
 from ragsync.models import (
     Candidate,
@@ -45,6 +51,7 @@ from ragsync.models import (
 )
 from ragsync.plan import chunk_payload, magnitude, markdown_diff, plan_chunks
 from ragsync.policy import (
+    HTML_TYPES,
     TEXT_TYPES,
     classify,
     missing_step,
@@ -63,7 +70,14 @@ log = logging.getLogger("ragsync")
 
 Clock = Callable[[], datetime]
 PageKind = Literal[
-    "disallowed", "deferred", "error", "missing", "not_modified", "unchanged", "changed"
+    "disallowed",
+    "deferred",
+    "error",
+    "missing",
+    "not_modified",
+    "unchanged",
+    "changed",
+    "moved_only",  # its content is handled by the page of its target record
 ]
 JOURNAL_BATCH = 256
 WINDOW_PAGES = 64  # pages fetched, then embedded and committed together
@@ -88,6 +102,8 @@ class _Page:
     candidate: Candidate
     document: dict[str, Any] | None
     unlisted: bool = False  # known page the source no longer lists
+    moved_to: str | None = None  # canonical URL it redirects to / declares (rel=canonical)
+    moved_from: dict[str, Any] | None = None  # the record it came from, retired at commit
     kind: PageKind = "error"
     verdict: str | None = None  # see ragsync.policy.classify; "parse_failure" after extraction
     pause_until: float | None = None  # Unix time the host is paused until (Retry-After etc.)
@@ -448,7 +464,7 @@ class Syncer:
                     page.kind = "disallowed"
                 return page
             try:
-                self._prepare(page, fetcher)
+                self._prepare(page, fetcher, source)
             except HostPaused as paused:
                 page.kind, page.reason = "deferred", str(paused)
             return page
@@ -470,19 +486,27 @@ class Syncer:
     def _candidates(
         self, source: SourceConfig, found: Iterator[Candidate], ctx: _Discovery
     ) -> list[tuple[str, Candidate]]:
-        """Canonical, in-scope, de-duplicated candidates; newest ``lastmod`` first."""
+        """Canonical, in-scope, de-duplicated candidates; newest ``lastmod`` first.
+
+        A URL known to redirect (an alias) stands for its target record, so a renamed page is
+        requested once, at its new URL.
+        """
+        aliases = self.state.aliases(source.id)
         unique: dict[str, Candidate] = {}
         for candidate in found:
             try:
-                url = canonical_url(candidate.url)
+                url = canonical_url(candidate.url, source.strip_params)
             except ValueError as exc:
                 ctx.warn(str(exc))
                 continue
             if not in_scope(url, source.include, source.exclude):
                 continue
+            key = f"{source.id}:{url}"
+            if key in aliases:
+                key = aliases[key]
+                url = key.split(":", 1)[1]
             unique.setdefault(
-                f"{source.id}:{url}",
-                Candidate(url=url, lastmod=candidate.lastmod, priority=candidate.priority),
+                key, Candidate(url=url, lastmod=candidate.lastmod, priority=candidate.priority)
             )
         return sorted(unique.items(), key=lambda kv: kv[1].lastmod or "", reverse=True)
 
@@ -494,7 +518,22 @@ class Syncer:
             if doc["doc_key"] not in listed and doc["status"] != "tombstoned"
         ]
 
-    def _prepare(self, page: _Page, fetcher: PoliteFetcher) -> None:
+    def _identity(self, source: SourceConfig, response: Response) -> str | None:
+        """The canonical URL of what ``response`` holds: the final URL after redirects, or its
+        declared ``rel=canonical`` on the same host; None when that lies outside the source."""
+        final = canonical_url(response.url, source.strip_params)
+        if response.status == 200 and response.content_type in HTML_TYPES:
+            declared = canonical_link(response.body, response.headers, response.url)
+            if declared:
+                try:
+                    declared = canonical_url(declared, source.strip_params)
+                except ValueError:
+                    declared = None
+                if declared and host_of(declared) == host_of(final):
+                    final = declared
+        return final if in_scope(final, source.include, source.exclude) else None
+
+    def _prepare(self, page: _Page, fetcher: PoliteFetcher, source: SourceConfig) -> None:
         """Fetch (conditionally), then hash, extract and chunk. Runs on a worker thread."""
         document = page.document
         etag = last_modified = None
@@ -515,6 +554,13 @@ class Syncer:
         if verdict == "missing":
             page.kind = "missing"
             return
+        if verdict in ("content", "not_modified"):
+            identity = self._identity(source, response)
+            if identity is None:
+                page.kind, page.reason = "missing", f"redirects out of the source to {response.url}"
+                return
+            if identity != page.url:
+                page.moved_to = identity  # resolved against the target record at commit
         if verdict == "not_modified":
             page.kind = "not_modified" if document else "error"
             page.reason = "" if document else "HTTP 304 to an unconditional request"
@@ -524,6 +570,8 @@ class Syncer:
             return
         page.raw_hash = raw_hash(response.body)
         known = document if document and document["status"] != "tombstoned" else None
+        if page.moved_to:
+            known = None  # compared with the target record at commit time
         if known and known["raw_hash"] == page.raw_hash:
             page.kind = "unchanged"
             return
@@ -554,6 +602,7 @@ class Syncer:
     ) -> None:
         counters = outcome.counters
         now = iso(self.clock())
+        self._resolve_moves(source, pages)
         plans = {}
         for page in pages:
             if page.kind == "changed":
@@ -579,10 +628,74 @@ class Syncer:
             elif page.kind == "changed":
                 stored, plan = plans[page.doc_key]
                 self._commit_changed(source, page, stored, plan, now, run_id, counters)
+            elif page.kind == "moved_only":
+                pass
+            if page.moved_from is not None:
+                self._retire_moved(source, page, now, run_id, counters)
             else:
                 self._record_failure(source, page, now, outcome)
         log.debug("committed %d pages; applying the journal", len(pages))
         self._apply_journal(counters)
+
+    def _resolve_moves(self, source: SourceConfig, pages: Sequence[_Page]) -> None:
+        """Re-key pages that redirect (or declare rel=canonical) to their target record.
+
+        The target gets the content (re-chunked under its own key: vectors come from the
+        cache); the old record is retired after the commit and kept as an alias, so a renamed
+        page moves instead of staying indexed twice.
+        """
+        taken = {p.doc_key for p in pages if not p.moved_to}
+        for page in pages:
+            if not page.moved_to or page.kind not in ("changed", "unchanged", "not_modified"):
+                continue
+            old = page.document
+            target_key = f"{source.id}:{page.moved_to}"
+            page.moved_from = old or {"doc_key": page.doc_key, "canonical_url": page.url}
+            page.doc_key, page.url = target_key, page.moved_to
+            page.document = target = self.state.document(target_key)
+            if target_key in taken:
+                page.kind = "moved_only"  # the target is handled by its own page in this batch
+                continue
+            taken.add(target_key)
+            extracted = page.extracted
+            if extracted is None and old is not None and old["markdown"]:
+                extracted = Extracted(
+                    old["title"], old["markdown"], old["content_hash"], old["extractor"]
+                )
+            if extracted is None:
+                page.kind = "moved_only"
+                continue
+            if (
+                target
+                and target["status"] != "tombstoned"
+                and (target["content_hash"] == extracted.content_hash)
+            ):
+                page.kind = "unchanged"
+                continue
+            page.extracted = extracted
+            page.chunks = page.chunks or self.chunker.chunk(extracted.markdown)
+            page.kind = "changed"
+
+    def _retire_moved(
+        self, source: SourceConfig, page: _Page, now: str, run_id: str, counters: Counters
+    ) -> None:
+        """Tombstone the record a page moved away from and remember it as an alias."""
+        old = page.moved_from
+        assert old is not None
+        alias = {
+            "alias_key": old["doc_key"],
+            "doc_key": page.doc_key,
+            "url": old["canonical_url"],
+            "at": now,
+        }
+        counters.records_moved += 1
+        if "status" not in old or old["status"] == "tombstoned":
+            self.state.add_alias(alias)
+            return
+        evidence = [{"at": now, "status": page.status, "reason": f"moved to {page.url}"}]
+        self._tombstone(
+            source, old, f"moved to {page.url}", evidence, now, run_id, counters, aliases=[alias]
+        )
 
     @staticmethod
     def _count_response(page: _Page, counters: Counters) -> None:
@@ -823,38 +936,53 @@ class Syncer:
                 page.doc_key, count=count, since=since_iso, evidence=evidence, at=now
             )
             return
-        old = self.state.chunks(page.doc_key)
+        document = {**document, "missing_count": count, "missing_since": since_iso}
+        self._tombstone(source, document, reason, evidence, now, run_id, counters)
+        log.info("%s: tombstoned after %d observations (%s)", page.url, count, reason)
+
+    def _tombstone(
+        self,
+        source: SourceConfig,
+        document: dict[str, Any],
+        reason: str,
+        evidence: list[dict[str, Any]],
+        now: str,
+        run_id: str,
+        counters: Counters,
+        aliases: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """One transaction: the record becomes a tombstone (identity, URL, time, reason,
+        evidence kept), its chunks go, and the journal deletes its points."""
+        doc_key, url = document["doc_key"], document["canonical_url"]
+        old = self.state.chunks(doc_key)
         tombstoned = {
             **document,
             "status": "tombstoned",
             "tombstoned_at": now,
             "tombstone_reason": reason,
-            "missing_count": count,
-            "missing_since": since_iso,
             "missing_evidence": json.dumps(evidence),
             "chunk_count": 0,
             "last_checked_at": now,
         }
-        base = {"run_id": run_id, "doc_key": page.doc_key, "created_at": now}
+        base = {"run_id": run_id, "doc_key": doc_key, "created_at": now}
         ops = [{**base, "op": "delete", "point_id": chunk.point_id} for chunk in old]
         change = {
             "run_id": run_id,
-            "doc_key": page.doc_key,
+            "doc_key": doc_key,
             "source_id": source.id,
-            "url": page.url,
+            "url": url,
             "change_type": "removed",
             "old_hash": document["content_hash"],
             "new_hash": None,
-            "diff": markdown_diff(document["markdown"] or "", "", page.url),
+            "diff": markdown_diff(document["markdown"] or "", "", url),
             "chunks_added": 0,
             "chunks_removed": len(old),
             "chunks_kept": 0,
             "magnitude": 1.0 if old else 0.0,
             "at": now,
         }
-        self.state.commit_document(tombstoned, [], ops, change)
+        self.state.commit_document(tombstoned, [], ops, change, aliases)
         counters.tombstones_created += 1
-        log.info("%s: tombstoned after %d observations (%s)", page.url, count, reason)
 
     def _apply_journal(self, counters: Counters) -> int:
         """Apply every pending journal operation, in order; return how many were applied."""

@@ -1,0 +1,96 @@
+"""Stable identity end to end: redirects move records, tracking variants and rel=canonical
+never create a second record (issue #3)."""
+
+from __future__ import annotations
+
+from conftest import example_pages
+
+from ragsync.devsite import DevSite
+
+
+def points_by_url(syncer):
+    try:
+        urls: dict[str, int] = {}
+        for _, payload, _ in syncer.store.points():
+            url = payload["metadata"]["url"]
+            urls[url] = urls.get(url, 0) + 1
+        return urls
+    finally:
+        syncer.store.close()
+
+
+def test_a_renamed_page_moves_its_record_and_points_without_reembedding(make_syncer, embedder):
+    site = DevSite(example_pages(3))
+    site.start()
+    try:
+        syncer = make_syncer(site)
+        syncer.run()
+        old_url, new_url = site.base_url + "/guide/page-1", site.base_url + "/guide/renamed"
+        count = points_by_url(syncer)[old_url]
+        title, body = site.pages["/guide/page-1"].title, site.pages["/guide/page-1"].body
+        site.set_page("/guide/renamed", title, body)
+        site.redirect("/guide/page-1", "/guide/renamed")
+        embedder.texts.clear()
+
+        result = syncer.run()
+
+        assert embedder.texts == []  # same text, new record: vectors from the cache
+        urls = points_by_url(syncer)
+        assert old_url not in urls and urls[new_url] == count
+        assert result.counters.records_moved == 1
+        old = syncer.state.document(f"docs:{old_url}")
+        assert old["status"] == "tombstoned" and old["tombstone_reason"] == f"moved to {new_url}"
+        assert syncer.state.aliases("docs") == {f"docs:{old_url}": f"docs:{new_url}"}
+        assert syncer.verify().clean
+    finally:
+        site.stop()
+
+
+def test_a_sitemap_still_listing_the_old_url_follows_the_alias(make_syncer, embedder):
+    site = DevSite(example_pages(2))
+    site.start()
+    try:
+        syncer = make_syncer(site)
+        syncer.run()
+        page = site.pages["/guide/page-0"]
+        site.set_page("/guide/moved", page.title, page.body)
+        site.redirect("/guide/page-0", "/guide/moved")
+        site.listed = lambda: ["/guide/page-0", "/guide/page-1", "/private/secret"]  # stale
+        embedder.texts.clear()
+        syncer.run()
+        urls = points_by_url(syncer)
+        assert site.base_url + "/guide/page-0" not in urls
+        assert urls[site.base_url + "/guide/moved"] == 4 and embedder.texts == []
+
+        seen = len(site.hits)
+        again = syncer.run()  # the alias sends the request straight to the new URL
+        paths = [h.path for h in site.hits[seen:]]
+        assert "/guide/page-0" not in paths and "/guide/moved" in paths
+        assert again.counters.responses_304 == 2
+    finally:
+        site.stop()
+
+
+def test_tracking_variants_and_rel_canonical_never_create_a_second_record(make_syncer):
+    pages = example_pages(2)
+    title, body = pages["/guide/page-0"]
+    pages["/print/page-0"] = (title, f'<link rel="canonical" href="/guide/page-0">{body}')
+    site = DevSite(pages)
+    site.start()
+    try:
+        site.listed = lambda: [
+            "/guide/page-0",
+            "/guide/page-0?utm_source=news&utm_medium=mail",
+            "/guide/page-0?fbclid=abc#section",
+            "/guide/page-1",
+            "/print/page-0",
+        ]
+        syncer = make_syncer(site)
+        result = syncer.run()
+        assert result.counters.candidates_discovered == 3
+        keys = {d["doc_key"] for d in syncer.state.documents() if d["status"] == "active"}
+        assert keys == {f"docs:{site.base_url}/guide/page-0", f"docs:{site.base_url}/guide/page-1"}
+        urls = points_by_url(syncer)
+        assert set(urls) == {site.base_url + "/guide/page-0", site.base_url + "/guide/page-1"}
+    finally:
+        site.stop()
