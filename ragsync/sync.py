@@ -628,12 +628,10 @@ class Syncer:
             elif page.kind == "changed":
                 stored, plan = plans[page.doc_key]
                 self._commit_changed(source, page, stored, plan, now, run_id, counters)
-            elif page.kind == "moved_only":
-                pass
+            elif page.kind != "moved_only":
+                self._record_failure(source, page, now, outcome)
             if page.moved_from is not None:
                 self._retire_moved(source, page, now, run_id, counters)
-            else:
-                self._record_failure(source, page, now, outcome)
         log.debug("committed %d pages; applying the journal", len(pages))
         self._apply_journal(counters)
 
