@@ -1,6 +1,9 @@
-"""The ``sitemap`` source: a sitemap or sitemap index (sitemaps.org 0.9), gzip children allowed.
+"""The ``sitemap`` source: sitemaps.org 0.9 XML sitemaps and sitemap indexes (recursively, to a
+depth bound), gzip children (with a decompressed-size limit), text sitemaps (one URL per line),
+and the ``Sitemap:`` lines of a robots.txt when ``url`` points at one.
 
-``<lastmod>`` is kept as a priority hint only; it is never proof of change.
+Each sitemap file is revalidated conditionally: an unchanged one (304) costs no parsing.
+``<lastmod>`` orders work (newest first) but is never proof of change.
 """
 
 from __future__ import annotations
@@ -8,8 +11,10 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from lxml import etree
+from protego import Protego
 
 from ragsync.errors import ConfigError, FetchError
 from ragsync.models import Candidate
@@ -39,14 +44,28 @@ def gunzip_bounded(body: bytes, limit: int = MAX_DECOMPRESSED) -> bytes:
     return out
 
 
+def parse_text_sitemap(text: bytes) -> list[tuple[str, str | None]]:
+    """Pages of a text sitemap: one absolute http(s) URL per line (sitemaps.org §"Text file")."""
+    lines = text.decode("utf-8", errors="replace").splitlines()
+    return [
+        (line.strip(), None) for line in lines if line.strip().startswith(("http://", "https://"))
+    ]
+
+
 def parse_sitemap(xml: bytes) -> tuple[list[tuple[str, str | None]], list[str]]:
-    """``([(page_url, lastmod), ...], [child_sitemap_url, ...])`` of one sitemap document.
+    """``([(page_url, lastmod), ...], [child_sitemap_url, ...])`` of one sitemap document
+    (XML, gzip-compressed XML, or a text sitemap).
 
     Raises:
-        ValueError: not a sitemap (or hostile XML).
+        ValueError: not a sitemap (or hostile XML, or a gzip bomb).
     """
     if xml[:2] == b"\x1f\x8b":
         xml = gunzip_bounded(xml)
+    if not xml.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
+        pages = parse_text_sitemap(xml)
+        if not pages:
+            raise ValueError("neither an XML sitemap nor a text sitemap of http(s) URLs")
+        return pages, []
     try:
         root = etree.fromstring(xml, parser=_parser())
     except etree.XMLSyntaxError as exc:
@@ -77,6 +96,15 @@ def parse_sitemap(xml: bytes) -> tuple[list[tuple[str, str | None]], list[str]]:
     return pages, []
 
 
+def _parse_for_cache(body: bytes) -> dict:
+    pages, children = parse_sitemap(body)
+    return {"pages": pages, "children": children}
+
+
+def _robots_sitemaps(body: bytes) -> list[str]:
+    return list(Protego.parse(body.decode("utf-8", errors="replace")).sitemaps)
+
+
 class SitemapSource:
     """Candidates from a sitemap (or sitemap index, recursively up to depth 3)."""
 
@@ -92,7 +120,17 @@ class SitemapSource:
 
     def discover(self, ctx: DiscoveryContext) -> Iterator[Candidate]:
         seen: set[str] = set()
-        yield from self._walk(ctx, self.options.url, 0, seen)
+        roots = [self.options.url]
+        if urlsplit(self.options.url).path == "/robots.txt":
+            try:
+                roots = ctx.get_parsed(self.options.url, _robots_sitemaps)
+            except (FetchError, ValueError) as exc:
+                ctx.warn(f"robots.txt {self.options.url}: {exc}")
+                return
+            if not roots:
+                ctx.warn(f"robots.txt {self.options.url}: lists no Sitemap")
+        for root in roots:
+            yield from self._walk(ctx, root, 0, seen)
 
     def _walk(
         self, ctx: DiscoveryContext, url: str, depth: int, seen: set[str]
@@ -101,18 +139,14 @@ class SitemapSource:
             return
         seen.add(url)
         try:
-            response = ctx.get(url)
+            parsed = ctx.get_parsed(url, _parse_for_cache)
         except FetchError as exc:
             ctx.warn(f"sitemap {url}: {exc.reason}")
             return
-        if response.status != 200:
-            ctx.warn(f"sitemap {url}: HTTP {response.status}")
-            return
-        try:
-            pages, children = parse_sitemap(response.body)
         except ValueError as exc:
             ctx.warn(f"sitemap {url}: {exc}")
             return
+        pages, children = parsed["pages"], parsed["children"]
         for page_url, lastmod in pages:
             yield Candidate(url=page_url, lastmod=lastmod)
         for child in children:

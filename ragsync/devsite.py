@@ -217,6 +217,17 @@ class DevSite:
     def _respond(
         self, path: str, handler: BaseHTTPRequestHandler, headers: dict[str, str]
     ) -> tuple[int, bytes, dict[str, str]]:
+        status, body, headers = self._respond_uncached(path, handler, headers)
+        if status == 200 and path.startswith(("/sitemap", "/robots.txt")) and self.validators:
+            etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
+            headers = {**headers, "ETag": etag}
+            if handler.headers.get("If-None-Match") == etag:
+                return 304, b"", headers
+        return status, body, headers
+
+    def _respond_uncached(
+        self, path: str, handler: BaseHTTPRequestHandler, headers: dict[str, str]
+    ) -> tuple[int, bytes, dict[str, str]]:
         if path == "/robots.txt":
             if self.robots is None:
                 return 404, b"not found", {"Content-Type": "text/plain"}

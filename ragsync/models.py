@@ -128,6 +128,8 @@ class Counters:
     """Run counters (SPEC §3.12). Names match the run report and ``/metrics``."""
 
     candidates_discovered: int = 0
+    discovery_parsed: int = 0  # sitemaps / feeds / API pages fetched and parsed
+    discovery_not_modified: int = 0  # … that answered 304: nothing parsed
     conditional_requests_sent: int = 0
     requests_sent: int = 0
     responses_304: int = 0

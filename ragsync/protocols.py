@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -16,6 +16,14 @@ class DiscoveryContext(Protocol):
 
     def get(self, url: str) -> Response:
         """GET a discovery document (sitemap, feed, API page). Raises ``FetchError``."""
+        ...
+
+    def get_parsed(self, url: str, parse: Callable[[bytes], Any]) -> Any:
+        """``parse(body)``, revalidated conditionally: a 304 reuses the cached parse."""
+        ...
+
+    def checkpoint(self) -> Any:
+        """The source's last committed continuation."""
         ...
 
     def warn(self, message: str) -> None:

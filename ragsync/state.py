@@ -153,9 +153,45 @@ def _m002_failures_and_deletion(db: Database) -> None:
     )
 
 
+def _m003_discovery(db: Database) -> None:
+    db.table("discovery_cache").create(
+        {
+            "url": str,
+            "source_id": str,
+            "etag": str,
+            "last_modified": str,
+            "parsed": str,
+            "fetched_at": str,
+        },
+        pk="url",
+    )
+    db.table("checkpoints").create(
+        {"source_id": str, "checkpoint": str, "updated_at": str}, pk="source_id"
+    )
+    db.table("poll_log").create(
+        {
+            "id": int,
+            "source_id": str,
+            "run_id": str,
+            "window_start": str,
+            "window_end": str,
+            "started_at": str,
+            "finished_at": str,
+            "outcome": str,
+            "pages": int,
+            "records": int,
+            "truncated": int,
+            "error": str,
+        },
+        pk="id",
+    )
+    db.table("poll_log").create_index(["source_id", "window_start"])
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_initial", _m001_initial),
     ("002_failures_and_deletion", _m002_failures_and_deletion),
+    ("003_discovery", _m003_discovery),
 )
 
 
@@ -314,6 +350,40 @@ class StateDB:
                 },
             )
             self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])
+
+    # -- discovery ----------------------------------------------------------------------------
+
+    def discovery_entry(self, url: str) -> dict[str, Any] | None:
+        return next(iter(self.db.query("select * from discovery_cache where url = ?", [url])), None)
+
+    def put_discovery_entry(self, entry: dict[str, Any]) -> None:
+        with self.db.atomic():
+            self.db.table("discovery_cache").upsert(entry, pk="url")
+
+    def checkpoint(self, source_id: str) -> Any:
+        sql = "select checkpoint from checkpoints where source_id = ?"
+        row = next(iter(self.db.query(sql, [source_id])), None)
+        return json.loads(row["checkpoint"]) if row and row["checkpoint"] else None
+
+    def save_checkpoint(self, source_id: str, checkpoint: Any, at: str) -> None:
+        """Persist a source's continuation; call only after its documents are committed."""
+        with self.db.atomic():
+            self.db.table("checkpoints").upsert(
+                {"source_id": source_id, "checkpoint": json.dumps(checkpoint), "updated_at": at},
+                pk="source_id",
+            )
+
+    def log_poll(self, entry: dict[str, Any]) -> int:
+        with self.db.atomic():
+            return int(self.db.table("poll_log").insert(entry, pk="id").last_pk or 0)
+
+    def update_poll(self, poll_id: int, fields: dict[str, Any]) -> None:
+        with self.db.atomic():
+            self.db.table("poll_log").update(poll_id, fields)
+
+    def polls(self, source_id: str) -> list[dict[str, Any]]:
+        sql = "select * from poll_log where source_id = ? order by id"
+        return list(self.db.query(sql, [source_id]))
 
     # -- hosts ------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from ragsync.chunk import Chunker
 from ragsync.config import Config, SourceConfig, load_config
+from ragsync.discovery import DiscoveryContext
 from ragsync.embed import Embedder, SentenceTransformerEmbedder
 from ragsync.errors import ExtractError, FetchError
 from ragsync.extract import (
@@ -116,27 +117,6 @@ class _Page:
     raw_hash: str = ""
     extracted: Extracted | None = None
     chunks: list[Chunk] = field(default_factory=list)
-
-
-class _Discovery:
-    """The :class:`~ragsync.protocols.DiscoveryContext` handed to source connectors."""
-
-    def __init__(self, fetcher: PoliteFetcher, base_dir: Path, outcome: SourceOutcome):
-        self._fetcher = fetcher
-        self.base_dir = base_dir
-        self._outcome = outcome
-
-    def get(self, url: str) -> Response:
-        self._outcome.counters.requests_sent += 1
-        try:
-            return self._fetcher.get(url)
-        except HostPaused as paused:
-            raise FetchError(url, str(paused), transient=True) from paused
-
-    def warn(self, message: str) -> None:
-        log.warning(message)
-        self._outcome.ok = False
-        self._outcome.errors.append(message)
 
 
 class Syncer:
@@ -434,7 +414,14 @@ class Syncer:
         outcome = SourceOutcome()
         counters = outcome.counters
         connector = source_class(source.kind)(source.options)
-        ctx = _Discovery(fetcher, Path(self.config.base_dir), outcome)
+        ctx = DiscoveryContext(
+            fetcher,
+            self.state,
+            source.id,
+            Path(self.config.base_dir),
+            outcome,
+            lambda: iso(self.clock()),
+        )
         listed = self._candidates(source, connector.discover(ctx), ctx)
         counters.candidates_discovered = len(listed)
         work = [(key, cand, False) for key, cand in listed]
@@ -484,7 +471,7 @@ class Syncer:
         return outcome
 
     def _candidates(
-        self, source: SourceConfig, found: Iterator[Candidate], ctx: _Discovery
+        self, source: SourceConfig, found: Iterator[Candidate], ctx: DiscoveryContext
     ) -> list[tuple[str, Candidate]]:
         """Canonical, in-scope, de-duplicated candidates; newest ``lastmod`` first.
 

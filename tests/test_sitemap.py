@@ -67,39 +67,60 @@ def test_not_a_sitemap(bad):
         parse_sitemap(bad)
 
 
-class Ctx:
-    def __init__(self, fetcher):
-        self.fetcher = fetcher
-        self.base_dir = Path(".")
-        self.warnings: list[str] = []
+def discover(url, **site_kwargs):
+    """Run the connector through a real DiscoveryContext; return (candidates, outcome)."""
+    from ragsync.discovery import DiscoveryContext
+    from ragsync.models import SourceOutcome
+    from ragsync.politeness import HostGate, PoliteFetcher
+    from ragsync.state import StateDB
 
-    def get(self, url):
-        return self.fetcher.get(url)
-
-    def warn(self, message):
-        self.warnings.append(message)
-
-
-def test_discovers_through_an_index_of_gzip_children():
-    site = DevSite({f"/p{i}": (f"P{i}", f"<p>{i}</p>") for i in range(5)}, sitemap_index=True)
-    base = site.start()
-    fetcher = Fetcher(FetchConfig())
+    fetcher = Fetcher(FetchConfig(timeout=2))
+    polite = PoliteFetcher(
+        fetcher, HostGate(per_host_concurrency=2, min_delay=0, max_wait=1), default_pause=1
+    )
+    state, outcome = StateDB(":memory:"), SourceOutcome()
+    ctx = DiscoveryContext(polite, state, "docs", Path("."), outcome, lambda: "now")
     try:
-        ctx = Ctx(fetcher)
-        found = list(SitemapSource(SitemapOptions(base + "/sitemap.xml")).discover(ctx))
+        found = list(SitemapSource(SitemapOptions(url)).discover(ctx))
+        again = list(SitemapSource(SitemapOptions(url)).discover(ctx))
     finally:
         fetcher.close()
+    assert again == found
+    return found, outcome
+
+
+def test_discovers_through_an_index_of_gzip_children_and_revalidates_them():
+    site = DevSite({f"/p{i}": (f"P{i}", f"<p>{i}</p>") for i in range(5)}, sitemap_index=True)
+    base = site.start()
+    try:
+        found, outcome = discover(base + "/sitemap.xml")
+    finally:
         site.stop()
     assert sorted(c.url for c in found) == [f"{base}/p{i}" for i in range(5)]
-    assert all(c.lastmod for c in found) and ctx.warnings == []
+    assert all(c.lastmod for c in found) and outcome.errors == []
     assert {h.path for h in site.hits} == {"/sitemap.xml", "/sitemap-1.xml.gz", "/sitemap-2.xml.gz"}
+    # The second discovery: three conditional requests, three 304s, nothing parsed.
+    assert [h.status for h in site.hits[3:]] == [304, 304, 304]
+    assert outcome.counters.discovery_parsed == 3
+    assert outcome.counters.discovery_not_modified == 3
+
+
+def test_sitemaps_listed_in_robots_txt():
+    site = DevSite({"/a": ("A", "<p>a</p>")}, robots=None)
+    base = site.start()
+    site.robots = f"User-agent: *\nAllow: /\nSitemap: {base}/sitemap.xml\n"
+    try:
+        found, outcome = discover(base + "/robots.txt")
+    finally:
+        site.stop()
+    assert [c.url for c in found] == [base + "/a"] and outcome.errors == []
+
+
+def test_text_sitemap():
+    pages, children = parse_sitemap(b"https://x.org/a\n\n  https://x.org/b  \nnot a url\n")
+    assert pages == [("https://x.org/a", None), ("https://x.org/b", None)] and children == []
 
 
 def test_unreachable_sitemap_is_a_warning_not_a_crash():
-    fetcher = Fetcher(FetchConfig(timeout=2))
-    try:
-        ctx = Ctx(fetcher)
-        found = list(SitemapSource(SitemapOptions("http://127.0.0.1:9/sitemap.xml")).discover(ctx))
-    finally:
-        fetcher.close()
-    assert found == [] and "127.0.0.1:9/sitemap.xml" in ctx.warnings[0]
+    found, outcome = discover("http://127.0.0.1:9/sitemap.xml")
+    assert found == [] and "127.0.0.1:9/sitemap.xml" in outcome.errors[0]

@@ -1,0 +1,113 @@
+"""The context a source connector discovers through (:class:`~ragsync.protocols.DiscoveryContext`).
+
+Connectors never fetch page bodies; they read discovery documents (sitemaps, feeds, API pages)
+through :meth:`DiscoveryContext.get_parsed`, which revalidates each document conditionally and
+reuses the parse of an unchanged one (a 304 costs no parsing).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ragsync.errors import FetchError
+from ragsync.models import Response, SourceOutcome
+from ragsync.politeness import HostPaused, PoliteFetcher
+from ragsync.state import StateDB
+
+log = logging.getLogger("ragsync")
+T = TypeVar("T")
+
+
+class DiscoveryContext:
+    """What a connector may use: polite HTTP, a parse cache, the source's checkpoint.
+
+    Args:
+        fetcher: the run's polite fetcher.
+        state: the state DB (discovery cache, checkpoints, poll log).
+        source_id: the source being discovered.
+        base_dir: the config file's folder (for ``urls_file`` and the like).
+        outcome: the source's part of the run report (counters, warnings).
+        now: returns the current time as an ISO string.
+    """
+
+    def __init__(
+        self,
+        fetcher: PoliteFetcher,
+        state: StateDB,
+        source_id: str,
+        base_dir: Path,
+        outcome: SourceOutcome,
+        now: Callable[[], str],
+    ):
+        self._fetcher = fetcher
+        self.state = state
+        self.source_id = source_id
+        self.base_dir = base_dir
+        self._outcome = outcome
+        self.now = now
+
+    def get(self, url: str, headers: dict[str, str] | None = None) -> Response:
+        """GET a discovery document. Raises ``FetchError`` (a paused host is transient)."""
+        self._outcome.counters.requests_sent += 1
+        try:
+            return self._fetcher.get(url)
+        except HostPaused as paused:
+            raise FetchError(url, str(paused), transient=True) from paused
+
+    def get_parsed(self, url: str, parse: Callable[[bytes], T]) -> T:
+        """``parse(body)`` of the document at ``url``, revalidated conditionally.
+
+        ``parse`` must return JSON-serialisable data: it is cached with the validators, and a
+        304 returns the cached parse without parsing anything.
+
+        Raises:
+            FetchError: the document could not be fetched (or answered neither 200 nor 304).
+            ValueError: ``parse`` refused the body.
+        """
+        cached = self.state.discovery_entry(url)
+        etag = cached["etag"] if cached else None
+        last_modified = cached["last_modified"] if cached else None
+        self._outcome.counters.requests_sent += 1
+        if etag or last_modified:
+            self._outcome.counters.conditional_requests_sent += 1
+        try:
+            response = self._fetcher.get(url, etag=etag, last_modified=last_modified)
+        except HostPaused as paused:
+            raise FetchError(url, str(paused), transient=True) from paused
+        if response.status == 304 and cached:
+            self._outcome.counters.discovery_not_modified += 1
+            return json.loads(cached["parsed"])  # type: ignore[no-any-return]
+        if response.status != 200:
+            raise FetchError(
+                url,
+                f"HTTP {response.status}",
+                status=response.status,
+                transient=response.status >= 500 or response.status == 429,
+            )
+        parsed = parse(response.body)
+        self._outcome.counters.discovery_parsed += 1
+        self.state.put_discovery_entry(
+            {
+                "url": url,
+                "source_id": self.source_id,
+                "etag": response.etag,
+                "last_modified": response.last_modified,
+                "parsed": json.dumps(parsed),
+                "fetched_at": self.now(),
+            }
+        )
+        return parsed
+
+    def checkpoint(self) -> Any:
+        """The source's last committed continuation (None before the first)."""
+        return self.state.checkpoint(self.source_id)
+
+    def warn(self, message: str) -> None:
+        """Record a problem of discovery in the run report (the source is then not ok)."""
+        log.warning(message)
+        self._outcome.ok = False
+        self._outcome.errors.append(message)
