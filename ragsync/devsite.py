@@ -205,14 +205,14 @@ class DevSite:
         else:
             with self._lock:
                 status, body, headers = self._respond(path, handler, headers)
+        with self._lock:  # recorded before answering: hits are in the order clients saw them
+            self.hits.append(Hit("GET", path, status, conditional, len(body)))
         handler.send_response(status)
         for name, value in headers.items():
             handler.send_header(name, value)
         handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
         handler.wfile.write(body)
-        with self._lock:
-            self.hits.append(Hit("GET", path, status, conditional, len(body)))
 
     def _respond(
         self, path: str, handler: BaseHTTPRequestHandler, headers: dict[str, str]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 DocumentStatus = Literal["active", "suspected_missing", "tombstoned", "failing"]
 ChangeType = Literal["created", "updated", "removed", "restored"]
@@ -20,6 +20,18 @@ class Candidate:
     url: str
     lastmod: str | None = None
     priority: float = 0.0
+    record_id: str | None = None  # the provider's stable id: the record key instead of the URL
+    content: str | None = None  # Markdown of the record itself: indexed without fetching
+    title: str | None = None
+    deleted: bool = False  # an authoritative deletion signal: tombstone at once
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Yielded by a source between candidates: persist ``value`` once every candidate yielded
+    before it is committed (a cursor, a next-page URL, a feed's newest entry)."""
+
+    value: Any
 
 
 @dataclass(frozen=True)

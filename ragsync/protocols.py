@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from ragsync.models import Candidate, Hit, Response
+from ragsync.models import Candidate, Checkpoint, Hit, Response
 
 
 class DiscoveryContext(Protocol):
@@ -39,13 +39,17 @@ class Source(Protocol):
     """
 
     Options: ClassVar[type]
+    # What leaving the listing means. "complete" (sitemap, urls): the page is verified by fetch
+    # and pruned per the source's policy. "recent" (feed): verified, never pruned. "changes"
+    # (paginated change APIs): the listing only holds what changed; nothing is inferred.
+    listing: ClassVar[str]
 
     @classmethod
     def validate(cls, options: Any) -> None: ...
 
     def __init__(self, options: Any) -> None: ...
 
-    def discover(self, ctx: DiscoveryContext) -> Iterator[Candidate]: ...
+    def discover(self, ctx: DiscoveryContext) -> Iterator[Candidate | Checkpoint]: ...
 
 
 class VectorStore(Protocol):

@@ -1,24 +1,27 @@
-"""robots.txt (RFC 9309) through protego, one parsed file per host per run."""
+"""robots.txt (RFC 9309) through protego, one parsed file per host per run (revalidated
+conditionally across runs by the engine's discovery cache)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from protego import Protego
 
 from ragsync.errors import FetchError
-from ragsync.models import Response
 from ragsync.urls import host_of
 
 
 class RobotsPolicy:
-    """Answers "may this User-Agent fetch this URL?", fetching each host's robots.txt once.
+    """Answers "may this User-Agent fetch this URL?", reading each host's robots.txt once.
 
     Args:
-        get: fetches a URL (the engine's fetcher).
+        get_text: the text of a URL; raises ``FetchError`` (with ``status`` for HTTP errors).
+            The engine passes the discovery context's cached, conditional reader.
         user_agent: the product token is matched against robots.txt groups.
     """
 
-    def __init__(self, get, user_agent: str):  # type: ignore[no-untyped-def]
-        self._get = get
+    def __init__(self, get_text: Callable[[str], str], user_agent: str):
+        self._get_text = get_text
         self.user_agent = user_agent
         self._rules: dict[str, Protego | bool] = {}
         self._unreachable: dict[str, str] = {}
@@ -28,17 +31,13 @@ class RobotsPolicy:
         """Parsed rules, or True (allow all) / False (disallow all)."""
         self.requests += 1
         try:
-            response: Response = self._get(f"{host}/robots.txt")
+            text = self._get_text(f"{host}/robots.txt")
         except FetchError as exc:
-            # RFC 9309 §2.3.1.4: unreachable → assume complete disallow (for now: retried later)
+            if exc.status is not None and 400 <= exc.status < 500:
+                return True  # RFC 9309 §2.3.1.3: unavailable → no restriction
+            # §2.3.1.4: unreachable → assume complete disallow (for now: retried later)
             self._unreachable[host] = f"robots.txt unreachable: {exc.reason}"
             return False
-        if 400 <= response.status < 500:
-            return True  # §2.3.1.3: unavailable → no restriction
-        if response.status >= 500:
-            self._unreachable[host] = f"robots.txt unreachable: HTTP {response.status}"
-            return False
-        text = response.body.decode("utf-8", errors="replace")
         return Protego.parse(text)
 
     def unreachable(self, url: str) -> str | None:

@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -39,6 +39,7 @@ from ragsync.extract import (
 from ragsync.fetch import Fetcher
 from ragsync.models import (
     Candidate,
+    Checkpoint,
     Chunk,
     ChunkPlan,
     Counters,
@@ -79,6 +80,7 @@ PageKind = Literal[
     "unchanged",
     "changed",
     "moved_only",  # its content is handled by the page of its target record
+    "deleted",  # the source says the record is deleted (authoritative)
 ]
 JOURNAL_BATCH = 256
 WINDOW_PAGES = 64  # pages fetched, then embedded and committed together
@@ -103,6 +105,7 @@ class _Page:
     candidate: Candidate
     document: dict[str, Any] | None
     unlisted: bool = False  # known page the source no longer lists
+    prunable: bool = False  # … and the source's policy counts that as missing evidence
     moved_to: str | None = None  # canonical URL it redirects to / declares (rel=canonical)
     moved_from: dict[str, Any] | None = None  # the record it came from, retired at commit
     kind: PageKind = "error"
@@ -422,15 +425,13 @@ class Syncer:
             outcome,
             lambda: iso(self.clock()),
         )
-        listed = self._candidates(source, connector.discover(ctx), ctx)
-        counters.candidates_discovered = len(listed)
-        work = [(key, cand, False) for key, cand in listed]
-        work += [(key, cand, True) for key, cand in self._unlisted(source, {k for k, _ in listed})]
-        if not revalidate_all:
-            held = self.state.held_back(source.id, iso(self.clock()))
-            counters.held_back = sum(key in held for key, _, _ in work)
-            work = [item for item in work if item[0] not in held]
-        robots = RobotsPolicy(ctx.get, self.config.fetch.user_agent)
+        # What a page missing from the listing means (see ragsync.protocols.Source.listing).
+        listing = getattr(connector, "listing", "complete")
+        prunable = source.prune_unlisted and listing == "complete"
+        robots = RobotsPolicy(
+            lambda url: ctx.get_parsed(url, lambda body: body.decode("utf-8", "replace")),
+            self.config.fetch.user_agent,
+        )
         robots_lock = threading.Lock()
 
         def allowed(url: str) -> bool:
@@ -442,7 +443,17 @@ class Syncer:
 
         def prepare(item: tuple[str, Candidate, bool, dict[str, Any] | None]) -> _Page:
             doc_key, candidate, unlisted, document = item
-            page = _Page(doc_key, candidate.url, candidate, document, unlisted=unlisted)
+            page = _Page(
+                doc_key,
+                candidate.url,
+                candidate,
+                document,
+                unlisted=unlisted,
+                prunable=unlisted and prunable,
+            )
+            if candidate.content is not None or candidate.deleted:
+                self._prepare_record(page)  # API records carry their content: no fetch
+                return page
             if not allowed(page.url):
                 unreachable = robots.unreachable(page.url)
                 if unreachable:  # not a rule: the host could not be asked; retry later
@@ -456,8 +467,11 @@ class Syncer:
                 page.kind, page.reason = "deferred", str(paused)
             return page
 
-        window = max(WINDOW_PAGES, self.config.fetch.concurrency * 2)
-        with ThreadPoolExecutor(max_workers=self.config.fetch.concurrency) as pool:
+        def check(work: list[tuple[str, Candidate, bool]]) -> None:
+            if not revalidate_all:
+                held = self.state.held_back(source.id, iso(self.clock()))
+                counters.held_back += sum(key in held for key, _, _ in work)
+                work = [item for item in work if item[0] not in held]
             for start in range(0, len(work), window):
                 batch = [
                     (key, cand, unlisted, self.state.document(key))
@@ -467,11 +481,45 @@ class Syncer:
                 for host, (until, reason) in fetcher.take_new_pauses().items():
                     self.state.pause_host(host, until, reason, iso(self.clock()))
                 self._commit_pages(source, pages, outcome, run_id)
+                # A listed URL that moved lists its target: not to be verified as unlisted.
+                seen.update(p.doc_key for p in pages if p.moved_from is not None and not p.unlisted)
                 log.info("%s: %d/%d pages checked", source.id, start + len(batch), len(work))
+
+        window = max(WINDOW_PAGES, self.config.fetch.concurrency * 2)
+        seen: set[str] = set()
+        with ThreadPoolExecutor(max_workers=self.config.fetch.concurrency) as pool:
+            for listed, checkpoint in self._discover(source, connector.discover(ctx), ctx, seen):
+                counters.candidates_discovered += len(listed)
+                check([(key, cand, False) for key, cand in listed])
+                if checkpoint is not None:  # only now: everything it covers is committed
+                    self.state.save_checkpoint(source.id, checkpoint.value, iso(self.clock()))
+            if listing != "changes":
+                check([(key, cand, True) for key, cand in self._unlisted(source, seen)])
         return outcome
 
+    def _discover(
+        self,
+        source: SourceConfig,
+        found: Iterator[Candidate | Checkpoint],
+        ctx: DiscoveryContext,
+        seen: set[str],
+    ) -> Iterator[tuple[list[tuple[str, Candidate]], Checkpoint | None]]:
+        """Batches of new candidates, each closed by the checkpoint that follows it."""
+        batch: list[Candidate] = []
+        for item in found:
+            if isinstance(item, Checkpoint):
+                yield self._candidates(source, batch, ctx, seen), item
+                batch = []
+            else:
+                batch.append(item)
+        yield self._candidates(source, batch, ctx, seen), None
+
     def _candidates(
-        self, source: SourceConfig, found: Iterator[Candidate], ctx: DiscoveryContext
+        self,
+        source: SourceConfig,
+        found: Iterable[Candidate],
+        ctx: DiscoveryContext,
+        seen: set[str],
     ) -> list[tuple[str, Candidate]]:
         """Canonical, in-scope, de-duplicated candidates; newest ``lastmod`` first.
 
@@ -481,6 +529,12 @@ class Syncer:
         aliases = self.state.aliases(source.id)
         unique: dict[str, Candidate] = {}
         for candidate in found:
+            if candidate.record_id is not None:  # an API record: the provider's id is the key
+                key = f"{source.id}:id:{candidate.record_id}"
+                if key not in seen:
+                    unique[key] = candidate
+                    seen.add(key)
+                continue
             try:
                 url = canonical_url(candidate.url, source.strip_params)
             except ValueError as exc:
@@ -492,10 +546,13 @@ class Syncer:
             if key in aliases:
                 key = aliases[key]
                 url = key.split(":", 1)[1]
-            unique.setdefault(
-                key, Candidate(url=url, lastmod=candidate.lastmod, priority=candidate.priority)
-            )
-        return sorted(unique.items(), key=lambda kv: kv[1].lastmod or "", reverse=True)
+            if key in seen:
+                continue
+            seen.add(key)
+            unique[key] = Candidate(url=url, lastmod=candidate.lastmod, priority=candidate.priority)
+        return sorted(
+            unique.items(), key=lambda kv: (kv[1].priority, kv[1].lastmod or ""), reverse=True
+        )
 
     def _unlisted(self, source: SourceConfig, listed: set[str]) -> list[tuple[str, Candidate]]:
         """Known pages the source no longer lists: verified by fetch, never dropped unseen."""
@@ -504,6 +561,28 @@ class Syncer:
             for doc in self.state.documents(source.id)
             if doc["doc_key"] not in listed and doc["status"] != "tombstoned"
         ]
+
+    def _prepare_record(self, page: _Page) -> None:
+        """An API record that carries its content (or an authoritative deletion): no fetch."""
+        candidate = page.candidate
+        if candidate.deleted:
+            page.kind = "deleted"
+            return
+        assert candidate.content is not None
+        markdown = normalize_markdown(candidate.content)
+        title = candidate.title or markdown.split("\n", 1)[0].lstrip("# ").strip() or page.url
+        extracted = Extracted(title, markdown, content_hash(markdown), "record")
+        document = page.document
+        if (
+            document
+            and document["status"] != "tombstoned"
+            and (document["content_hash"], document["title"]) == (extracted.content_hash, title)
+        ):
+            page.kind = "unchanged"
+            return
+        page.extracted = extracted
+        page.chunks = self.chunker.chunk(markdown)
+        page.kind = "changed"
 
     def _identity(self, source: SourceConfig, response: Response) -> str | None:
         """The canonical URL of what ``response`` holds: the final URL after redirects, or its
@@ -541,7 +620,7 @@ class Syncer:
         if verdict == "missing":
             page.kind = "missing"
             return
-        if verdict in ("content", "not_modified"):
+        if verdict in ("content", "not_modified") and ":id:" not in page.doc_key:
             identity = self._identity(source, response)
             if identity is None:
                 page.kind, page.reason = "missing", f"redirects out of the source to {response.url}"
@@ -599,10 +678,11 @@ class Syncer:
         )
         for page in pages:
             self._count_response(page, counters)
-            prune = page.unlisted and source.prune_unlisted
             if page.kind in ("disallowed", "deferred"):
                 continue
-            if prune and page.kind in ("not_modified", "unchanged", "changed"):
+            if page.kind == "deleted":
+                self._record_deleted(source, page, now, run_id, counters)
+            elif page.prunable and page.kind in ("not_modified", "unchanged", "changed"):
                 self._record_missing(
                     source, page, "no longer listed by the source", now, run_id, counters
                 )
@@ -734,7 +814,8 @@ class Syncer:
             log.info("embedded %d/%d new chunk texts", start + len(batch), len(missing))
 
     def _validators(self, page: _Page) -> dict[str, str | None]:
-        assert page.response is not None
+        if page.response is None:
+            return {}
         return {
             "etag": page.response.etag,
             "last_modified": page.response.last_modified,
@@ -753,14 +834,15 @@ class Syncer:
     ) -> None:
         before = page.document
         extracted = page.extracted
-        assert extracted is not None and page.response is not None
+        assert extracted is not None
+        response = page.response
         document = {
             "doc_key": page.doc_key,
             "source_id": source.id,
             "canonical_url": page.url,
             "title": extracted.title,
-            "etag": page.response.etag,
-            "last_modified": page.response.last_modified,
+            "etag": response.etag if response else None,
+            "last_modified": response.last_modified if response else None,
             "raw_hash": page.raw_hash,
             "content_hash": extracted.content_hash,
             "markdown": extracted.markdown,
@@ -924,6 +1006,17 @@ class Syncer:
         document = {**document, "missing_count": count, "missing_since": since_iso}
         self._tombstone(source, document, reason, evidence, now, run_id, counters)
         log.info("%s: tombstoned after %d observations (%s)", page.url, count, reason)
+
+    def _record_deleted(
+        self, source: SourceConfig, page: _Page, now: str, run_id: str, counters: Counters
+    ) -> None:
+        """An authoritative deletion signal (an API's deleted flag): tombstone at once."""
+        document = page.document
+        if document is None or document["status"] == "tombstoned":
+            return
+        reason = "deleted by the source"
+        evidence = [{"at": now, "status": None, "reason": reason}]
+        self._tombstone(source, document, reason, evidence, now, run_id, counters)
 
     def _tombstone(
         self,

@@ -56,9 +56,12 @@ def test_run_json_parses_and_its_counters_match_what_happened(tmp_path, site):
     new_hits = site.hits[seen:]
     assert second.returncode == 0, report  # a 404 is missing evidence, not failed work
     assert counters["candidates_discovered"] == 4  # page-3 left the sitemap ...
-    # 3 listed pages, page-3 (no longer listed, still verified by fetch) and the sitemap:
-    assert counters["conditional_requests_sent"] == 5
-    assert counters["responses_304"] == sum(h.status == 304 for h in new_hits) == 2
+    # 3 listed pages, page-3 (no longer listed, still verified by fetch), the sitemap and
+    # robots.txt (both revalidated conditionally too):
+    assert counters["conditional_requests_sent"] == 6
+    assert counters["responses_304"] == 2  # pages only; robots.txt answered 304 as well
+    assert counters["discovery_not_modified"] == 1
+    assert sum(h.status == 304 for h in new_hits) == 3
     assert counters["responses_404"] == 1
     assert counters["responses_200_changed"] == 1
     assert counters["chunks_embedded"] == 1 and counters["points_upserted"] == 1

@@ -115,7 +115,19 @@ def test_robots(robots_status, robots_body, allowed, disallowed):
         return httpx.Response(robots_status, text=robots_body)
 
     fetcher = fetcher_for(handler)
-    robots = RobotsPolicy(fetcher.get, "ragsync/0.1.0")
+
+    def get_text(url):
+        response = fetcher.get(url)
+        if response.status != 200:
+            raise FetchError(
+                url,
+                f"HTTP {response.status}",
+                status=response.status,
+                transient=response.status >= 500,
+            )
+        return response.body.decode()
+
+    robots = RobotsPolicy(get_text, "ragsync/0.1.0")
     for path in allowed:
         assert robots.allowed("https://x.org" + path)
     for path in disallowed:
