@@ -128,6 +128,14 @@ def status(config_path: str, as_json: bool) -> None:
         click.echo(f"\n[{source_id}] {s['kind']}: {docs}")
         if s["oldest_check"]:
             click.echo(f"  oldest check: {s['oldest_check']}")
+        if "polls" in s:
+            last = s["polls"]["last"]
+            click.echo(
+                f"  last poll: {last['outcome']}, window {last['window_start']} → "
+                f"{last['window_end']}, {last['records'] or 0} records"
+            )
+            for gap in s["polls"]["gaps"]:
+                click.echo(f"  GAP never covered by a successful poll: {gap['from']} → {gap['to']}")
         for title, key in (
             ("dead letter", "dead_letter"),
             ("needs attention", "needs_attention"),

@@ -102,6 +102,41 @@ class DiscoveryContext:
         )
         return parsed
 
+    def poll_started(self, window_start: str, window_end: str) -> int:
+        """Log the start of a poll of ``[window_start, window_end]``; returns its id."""
+        return self.state.log_poll(
+            {
+                "source_id": self.source_id,
+                "window_start": window_start,
+                "window_end": window_end,
+                "started_at": self.now(),
+                "outcome": "running",
+            }
+        )
+
+    def poll_finished(
+        self,
+        poll_id: int,
+        *,
+        outcome: str,
+        pages: int,
+        records: int,
+        truncated: int,
+        error: str | None = None,
+    ) -> None:
+        """Log how a poll ended (``ok`` only once all its pages are committed)."""
+        self.state.update_poll(
+            poll_id,
+            {
+                "finished_at": self.now(),
+                "outcome": outcome,
+                "pages": pages,
+                "records": records,
+                "truncated": truncated,
+                "error": error,
+            },
+        )
+
     def checkpoint(self) -> Any:
         """The source's last committed continuation (None before the first)."""
         return self.state.checkpoint(self.source_id)

@@ -118,3 +118,22 @@ def missing_step(
     count += 1
     since = now if since is None else since
     return count, since, count >= confirmations and now - since >= grace
+
+
+def coverage_gaps(windows: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Stretches of time between the first and last covered instant that no window covers.
+
+    ``windows`` are ``(start, end)`` ISO timestamps of successful polls.
+
+    Example::
+
+        >>> coverage_gaps([("t1", "t3"), ("t2", "t4"), ("t6", "t8")])
+        [('t4', 't6')]
+    """
+    gaps: list[tuple[str, str]] = []
+    covered_to: str | None = None
+    for start, end in sorted(windows):
+        if covered_to is not None and start > covered_to:
+            gaps.append((covered_to, start))
+        covered_to = end if covered_to is None else max(covered_to, end)
+    return gaps

@@ -26,6 +26,25 @@ class DiscoveryContext(Protocol):
         """The source's last committed continuation."""
         ...
 
+    source_id: str
+
+    def now(self) -> str:
+        """The current time (ISO 8601, UTC)."""
+        ...
+
+    def poll_started(self, window_start: str, window_end: str) -> int: ...
+
+    def poll_finished(
+        self,
+        poll_id: int,
+        *,
+        outcome: str,
+        pages: int,
+        records: int,
+        truncated: int,
+        error: str | None = None,
+    ) -> None: ...
+
     def warn(self, message: str) -> None:
         """Record a non-fatal problem for the run report."""
         ...

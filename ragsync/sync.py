@@ -56,6 +56,7 @@ from ragsync.policy import (
     HTML_TYPES,
     TEXT_TYPES,
     classify,
+    coverage_gaps,
     missing_step,
     raw_hash,
     retry_delay,
@@ -282,7 +283,7 @@ class Syncer:
                 print(source_id, s["documents"], len(s["dead_letter"]))
         """
         counts = self.state.status_counts()
-        sources = {}
+        sources: dict[str, dict[str, Any]] = {}
         for source in self.config.sources:
             attempts = self.state.fetch_attempts(source.id)
             lists: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -309,6 +310,16 @@ class Syncer:
                 "refused": lists["refused"],
                 "oldest_check": self.state.oldest_check(source.id),
             }
+            polls = self.state.polls(source.id)
+            if polls:
+                windows = [
+                    (p["window_start"], p["window_end"]) for p in polls if p["outcome"] == "ok"
+                ]
+                sources[source.id]["polls"] = {
+                    "last": polls[-1],
+                    "failed": sum(p["outcome"] == "failed" for p in polls),
+                    "gaps": [{"from": a, "to": b} for a, b in coverage_gaps(windows)],
+                }
         last = self.state.last_run()
         now = time.time()
         return {
