@@ -73,8 +73,8 @@ class DevSite:
         self.noise = noise
         self.sitemap_index = sitemap_index
         self.hits: list[Hit] = []
-        # Tests install fault injection here: fault(path, headers) -> (status, headers, body) or
-        # None to serve normally. It may also sleep (slow server) before answering.
+        # Tests install fault injection here: fault(path_and_query, headers) returns
+        # (status, headers, body), or None to serve normally; it may sleep (a slow server).
         self.fault: Callable[[str, Any], tuple[int, dict[str, str], bytes] | None] | None = None
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -199,7 +199,10 @@ class DevSite:
             handler.headers.get("If-None-Match") or handler.headers.get("If-Modified-Since")
         )
         headers: dict[str, str] = {}
-        injected = self.fault(path, handler.headers) if self.fault else None
+        # The fault hook sees the path with its query (APIs paginate with it).
+        injected = (
+            self.fault(handler.path.split("#", 1)[0], handler.headers) if self.fault else None
+        )
         if injected:
             status, headers, body = injected
         else:

@@ -16,19 +16,40 @@ FIXTURES = Path(__file__).parent / "fixtures"
 @pytest.mark.parametrize(
     ("name", "version", "entries"),
     [
-        ("rss2.xml", "rss20", [
-            ("post-2", "https://blog.example.org/posts/second?utm_source=rss",
-             "2026-11-03T10:00:00Z"),
-            ("https://blog.example.org/posts/first", "https://blog.example.org/posts/first",
-             "2026-11-02T09:00:00Z"),
-        ]),
-        ("rss1.rdf", "rss10", [
-            ("https://blog.example.org/posts/first", "https://blog.example.org/posts/first",
-             "2026-11-02T09:00:00Z"),
-        ]),
-        ("atom.xml", "atom10", [
-            ("urn:uuid:2", "https://blog.example.org/posts/second", "2026-11-03T10:00:00Z"),
-        ]),
+        (
+            "rss2.xml",
+            "rss20",
+            [
+                (
+                    "post-2",
+                    "https://blog.example.org/posts/second?utm_source=rss",
+                    "2026-11-03T10:00:00Z",
+                ),
+                (
+                    "https://blog.example.org/posts/first",
+                    "https://blog.example.org/posts/first",
+                    "2026-11-02T09:00:00Z",
+                ),
+            ],
+        ),
+        (
+            "rss1.rdf",
+            "rss10",
+            [
+                (
+                    "https://blog.example.org/posts/first",
+                    "https://blog.example.org/posts/first",
+                    "2026-11-02T09:00:00Z",
+                ),
+            ],
+        ),
+        (
+            "atom.xml",
+            "atom10",
+            [
+                ("urn:uuid:2", "https://blog.example.org/posts/second", "2026-11-03T10:00:00Z"),
+            ],
+        ),
     ],
 )
 def test_parse_feed(name, version, entries):
@@ -49,19 +70,21 @@ def feed_xml(base, paths):
         f"<pubDate>Tue, 0{i + 1} Nov 2026 10:00:00 GMT</pubDate></item>"
         for i, p in enumerate(paths)
     )
-    return (f'<?xml version="1.0"?><rss version="2.0"><channel><title>b</title>'
-            f"<link>{base}/</link><description>d</description>{items}</channel></rss>").encode()
+    return (
+        f'<?xml version="1.0"?><rss version="2.0"><channel><title>b</title>'
+        f"<link>{base}/</link><description>d</description>{items}</channel></rss>"
+    ).encode()
 
 
 def test_feed_entries_are_indexed_and_dropping_off_is_not_a_deletion(make_syncer):
-    posts = {f"/posts/{i}": page(f"Post {i}", {"Body": [sentences(f"post {i}")]})
-             for i in range(3)}
+    posts = {f"/posts/{i}": page(f"Post {i}", {"Body": [sentences(f"post {i}")]}) for i in range(3)}
     site = DevSite(posts)
     site.start()
     listed = ["/posts/0", "/posts/1", "/posts/2"]
     site.fault = lambda path, headers: (
         (200, {"Content-Type": "application/rss+xml"}, feed_xml(site.base_url, listed))
-        if path == "/feed.xml" else None
+        if path == "/feed.xml"
+        else None
     )
     try:
         syncer = make_syncer(site, "/feed.xml", kind="feed")
