@@ -266,6 +266,11 @@ class StateDB:
         sql = "select * from documents where source_id = ? order by doc_key"
         return list(self.db.query(sql, [source_id]))
 
+    def lastmod_hints(self, source_id: str) -> dict[str, str | None]:
+        """``{doc_key: the lastmod the listing gave when the page was last checked}``."""
+        sql = "select doc_key, lastmod_hint from documents where source_id = ?"
+        return {row["doc_key"]: row["lastmod_hint"] for row in self.db.query(sql, [source_id])}
+
     def mark_checked(self, doc_key: str, checked_at: str, **validators: str | None) -> None:
         """A revalidation found no change (304 or same hash): only timestamps/validators move.
 

@@ -561,9 +561,16 @@ class Syncer:
                 continue
             seen.add(key)
             unique[key] = Candidate(url=url, lastmod=candidate.lastmod, priority=candidate.priority)
-        return sorted(
-            unique.items(), key=lambda kv: (kv[1].priority, kv[1].lastmod or ""), reverse=True
-        )
+        # Work order: new pages and pages whose lastmod moved first (lastmod is a hint for
+        # ordering only: every listed page is revalidated all the same), then newest lastmod.
+        hints = self.state.lastmod_hints(source.id)
+
+        def order(item: tuple[str, Candidate]) -> tuple[float, bool, str]:
+            key, candidate = item
+            moved = key not in hints or (candidate.lastmod or "") > (hints[key] or "")
+            return candidate.priority, moved, candidate.lastmod or ""
+
+        return sorted(unique.items(), key=order, reverse=True)
 
     def _unlisted(self, source: SourceConfig, listed: set[str]) -> list[tuple[str, Candidate]]:
         """Known pages the source no longer lists: verified by fetch, never dropped unseen."""
@@ -700,9 +707,14 @@ class Syncer:
             elif page.kind == "missing":
                 self._record_missing(source, page, page.reason, now, run_id, counters)
             elif page.kind == "not_modified":
-                self.state.mark_checked(page.doc_key, now)
+                self.state.mark_checked(page.doc_key, now, lastmod_hint=page.candidate.lastmod)
             elif page.kind == "unchanged":
-                self.state.mark_checked(page.doc_key, now, **self._validators(page))
+                self.state.mark_checked(
+                    page.doc_key,
+                    now,
+                    lastmod_hint=page.candidate.lastmod,
+                    **self._validators(page),
+                )
             elif page.kind == "changed":
                 stored, plan = plans[page.doc_key]
                 self._commit_changed(source, page, stored, plan, now, run_id, counters)

@@ -94,3 +94,23 @@ def test_tracking_variants_and_rel_canonical_never_create_a_second_record(make_s
         assert set(urls) == {site.base_url + "/guide/page-0", site.base_url + "/guide/page-1"}
     finally:
         site.stop()
+
+
+def test_changed_lastmod_is_checked_first_but_every_page_is_revalidated(make_syncer):
+    site = DevSite(example_pages(6))
+    site.start()
+    try:
+        syncer = make_syncer(site)
+        syncer.run()
+        # page-0's lastmod moves, yet stays older than the other pages' lastmods: only the
+        # "changed first" rule (not "newest first") puts it at the head of the work.
+        site.pages["/guide/page-0"].modified += 0.5
+        assert max(p.modified for p in site.pages.values()) > site.pages["/guide/page-0"].modified
+        seen = len(site.hits)
+        result = syncer.run()
+        pages = [h.path for h in site.hits[seen:] if h.path.startswith("/guide/")]
+        assert pages[0] == "/guide/page-0"  # its sitemap lastmod moved: checked first
+        assert len(pages) == 6  # … and every other page was revalidated too
+        assert result.counters.responses_304 == 6
+    finally:
+        site.stop()
