@@ -63,7 +63,14 @@ class QdrantStore:
                         Path(self.path).mkdir(parents=True, exist_ok=True)
                     self._client = QdrantClient(path=self.path)
             except RuntimeError as exc:  # local mode: folder held by another process
-                raise StoreError(f"qdrant store {self.path or self.url}: {exc}") from exc
+                if self.url:
+                    raise StoreError(f"qdrant server {self.url}: {exc}") from exc
+                raise StoreError(
+                    f"qdrant store {self.path}: already opened by another process (another "
+                    "`ragsync run`, `serve` or an app using QdrantClient(path=...)). Local mode "
+                    "allows one process at a time: wait for it to finish, or point "
+                    "[store] url at a Qdrant server."
+                ) from exc
         return self._client
 
     def close(self) -> None:

@@ -11,6 +11,7 @@ import logging
 import sys
 from collections.abc import Callable
 from functools import wraps
+from pathlib import Path
 from typing import Any
 
 import click
@@ -60,6 +61,22 @@ def main(verbose: int, quiet: bool) -> None:
     )
     for noisy in ("httpx", "httpcore", "trafilatura", "sentence_transformers"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+
+
+@main.command()
+@click.argument("path", default="ragsync.toml", type=click.Path(dir_okay=False))
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+def init(path: str, force: bool) -> None:
+    """Write a commented starter ragsync.toml at PATH."""
+    from importlib.resources import files
+
+    target = Path(path)
+    if target.exists() and not force:
+        click.echo(f"ragsync: {target} already exists (use --force to overwrite it)", err=True)
+        sys.exit(2)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(files("ragsync").joinpath("starter.toml").read_text(encoding="utf-8"))
+    click.echo(f"wrote {target}: edit its [[sources]] table, then run `ragsync run`", err=True)
 
 
 @main.command()

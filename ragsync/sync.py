@@ -8,6 +8,7 @@ commits and vector-store writes happen on the calling thread, one document trans
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import random
@@ -258,6 +259,14 @@ class Syncer:
                 sources=result.to_dict()["sources"],
             )
         return result
+
+    async def arun(self, *, source: str | None = None, revalidate_all: bool = False) -> SyncResult:
+        """:meth:`run` in a worker thread, so an asyncio app's event loop never blocks."""
+        return await asyncio.to_thread(self.run, source=source, revalidate_all=revalidate_all)
+
+    async def asearch(self, query: str, k: int = 5, *, source: str | None = None) -> list[Hit]:
+        """:meth:`search` in a worker thread (see :meth:`arun`)."""
+        return await asyncio.to_thread(self.search, query, k, source=source)
 
     def search(self, query: str, k: int = 5, *, source: str | None = None) -> list[Hit]:
         """The ``k`` chunks nearest to ``query`` (what an app would retrieve).
