@@ -175,6 +175,76 @@ def status(config_path: str, as_json: bool) -> None:
 
 @main.command()
 @CONFIG_OPTION
+@click.option("--since", help="A duration back from now ('2h', '7d') or an ISO timestamp.")
+@click.option("--source", "source_id", help="Only this source id.")
+@click.option("--json", "as_json", is_flag=True, help="Print the changes as JSON.")
+@_errors_to_exit_codes
+def changes(config_path: str, since: str | None, source_id: str | None, as_json: bool) -> None:
+    """The append-only change log: what was created, updated, removed or restored."""
+    from ragsync.sync import Syncer
+
+    with Syncer.from_config(config_path) as syncer:
+        if source_id:
+            syncer.config.source(source_id)
+        try:
+            found = syncer.changes(since=since, source=source_id)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--since") from None
+    if as_json:
+        click.echo(json.dumps([change.__dict__ for change in found], indent=2))
+        return
+    if not found:
+        click.echo("no changes" + (f" since {since}" if since else ""), err=True)
+    for change in found:
+        click.echo(
+            f"{change.at}  {change.change_type:<8} {change.url}  "
+            f"+{change.chunks_added} -{change.chunks_removed} ={change.chunks_kept} "
+            f"({change.magnitude:.0%})"
+        )
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--dead", is_flag=True, help="Only the dead letter.")
+@click.option("--replay", "replay_id", help="Send this event id again.")
+@click.option("--replay-dead", is_flag=True, help="Send every dead event again.")
+@click.option("--json", "as_json", is_flag=True, help="Print events as JSON.")
+@_errors_to_exit_codes
+def events(
+    config_path: str, dead: bool, replay_id: str | None, replay_dead: bool, as_json: bool
+) -> None:
+    """Outbound change events: pending, delivered, dead; replay the dead letter."""
+    from datetime import UTC, datetime
+
+    from ragsync.sync import Syncer, iso
+
+    with Syncer.from_config(config_path) as syncer:
+        if replay_id or replay_dead:
+            count = syncer.state.replay_events(
+                event_id=replay_id, dead=replay_dead, at=iso(datetime.now(UTC))
+            )
+            delivered = syncer.deliver_events()
+            click.echo(f"requeued {count} event(s); delivered {delivered} now", err=True)
+            if replay_id and not count:
+                click.echo(f"ragsync: no event {replay_id!r}", err=True)
+                sys.exit(2)
+            return
+        rows = syncer.state.events("dead" if dead else None)
+    if as_json:
+        click.echo(
+            json.dumps([{k: v for k, v in row.items() if k != "payload"} for row in rows], indent=2)
+        )
+        return
+    for row in rows:
+        error = f"  ({row['last_error']})" if row["last_error"] else ""
+        click.echo(
+            f"{row['event_id']}  {row['state']:<9} {row['type']:<8} {row['doc_key']}  "
+            f"→ {row['endpoint']}  attempts {row['attempts']}{error}"
+        )
+
+
+@main.command()
+@CONFIG_OPTION
 @click.option("--repair", is_flag=True, help="Make the vector store match the state DB.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @_errors_to_exit_codes

@@ -139,6 +139,10 @@ class EventConfig:
     types: tuple[str, ...] = ()  # created / updated / removed / restored; empty = all
     sources: tuple[str, ...] = ()  # empty = all
     min_magnitude: float = 0.0
+    max_attempts: int = 8  # then the dead letter (`ragsync events --replay-dead`)
+    retry_base: float = duration("5s")
+    retry_cap: float = duration("15m")
+    timeout: float = duration("10s")
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,45 @@ class ChunkPlan:
 
 
 @dataclass(frozen=True)
+class Change:
+    """One row of the append-only change log."""
+
+    id: int
+    run_id: str
+    change_type: ChangeType
+    source: str
+    url: str
+    doc_key: str
+    at: str
+    old_hash: str | None
+    new_hash: str | None
+    chunks_added: int
+    chunks_removed: int
+    chunks_kept: int
+    magnitude: float
+    diff: str
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Change:
+        return cls(
+            id=row["id"],
+            run_id=row["run_id"],
+            change_type=row["change_type"],
+            source=row["source_id"],
+            url=row["url"],
+            doc_key=row["doc_key"],
+            at=row["at"],
+            old_hash=row["old_hash"],
+            new_hash=row["new_hash"],
+            chunks_added=row["chunks_added"],
+            chunks_removed=row["chunks_removed"],
+            chunks_kept=row["chunks_kept"],
+            magnitude=row["magnitude"],
+            diff=row["diff"] or "",
+        )
+
+
+@dataclass(frozen=True)
 class Hit:
     """One search result."""
 

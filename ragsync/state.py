@@ -188,10 +188,34 @@ def _m003_discovery(db: Database) -> None:
     db.table("poll_log").create_index(["source_id", "window_start"])
 
 
+def _m004_outbox(db: Database) -> None:
+    db.table("outbox").create(
+        {
+            "seq": int,
+            "event_id": str,
+            "endpoint": str,
+            "doc_key": str,
+            "type": str,
+            "payload": str,
+            "state": str,
+            "attempts": int,
+            "next_attempt_at": str,
+            "last_error": str,
+            "created_at": str,
+            "delivered_at": str,
+        },
+        pk="seq",
+        not_null={"event_id", "endpoint", "payload", "state"},
+    )
+    db.table("outbox").create_index(["state", "next_attempt_at"])
+    db.table("outbox").create_index(["event_id", "endpoint"], unique=True)
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_initial", _m001_initial),
     ("002_failures_and_deletion", _m002_failures_and_deletion),
     ("003_discovery", _m003_discovery),
+    ("004_outbox", _m004_outbox),
 )
 
 
@@ -390,6 +414,39 @@ class StateDB:
         sql = "select * from poll_log where source_id = ? order by id"
         return list(self.db.query(sql, [source_id]))
 
+    # -- outbound events --------------------------------------------------------------------
+
+    def due_events(self, now: str, limit: int = 100) -> list[dict[str, Any]]:
+        """Pending events due by ``now``, oldest first, each the oldest undelivered one of its
+        document and endpoint (delivery keeps per-document order)."""
+        sql = (
+            "select * from outbox o where state = 'pending' and next_attempt_at <= ? "
+            "and not exists (select 1 from outbox p where p.endpoint = o.endpoint and "
+            "p.doc_key = o.doc_key and p.state = 'pending' and p.seq < o.seq) "
+            "order by seq limit ?"
+        )
+        return list(self.db.query(sql, [now, limit]))
+
+    def update_event(self, seq: int, fields: dict[str, Any]) -> None:
+        with self.db.atomic():
+            self.db.table("outbox").update(seq, fields)
+
+    def events(self, state: str | None = None) -> list[dict[str, Any]]:
+        if state is None:
+            return list(self.db.query("select * from outbox order by seq"))
+        return list(self.db.query("select * from outbox where state = ? order by seq", [state]))
+
+    def replay_events(self, *, event_id: str | None = None, dead: bool = False, at: str) -> int:
+        """Make dead (or named) events pending again; returns how many."""
+        where, args = ("state = 'dead'", []) if dead else ("event_id = ?", [event_id])
+        with self.db.atomic():
+            cursor = self.db.execute(
+                f"update outbox set state = 'pending', attempts = 0, next_attempt_at = ?, "
+                f"last_error = null where {where}",
+                [at, *args],
+            )
+        return cursor.rowcount
+
     # -- hosts ------------------------------------------------------------------------------
 
     def host_pauses(self) -> dict[str, float]:
@@ -470,6 +527,7 @@ class StateDB:
         ops: Sequence[dict[str, Any]],
         change: dict[str, Any] | None,
         aliases: Sequence[dict[str, Any]] = (),
+        events: Sequence[dict[str, Any]] = (),
     ) -> None:
         """Write a document's state, its chunk list, its change row and its journal entries.
 
@@ -500,6 +558,8 @@ class StateDB:
                 self.enqueue(ops)
             if change:
                 self.db.table("changes").insert(change, pk="id")
+            if events:  # the transactional outbox: events exist iff the change does
+                self.db.table("outbox").insert_all(events, pk="seq")
             for alias in aliases:
                 self.db.table("aliases").upsert(alias, pk="alias_key")
             self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])

@@ -19,17 +19,18 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from itertools import groupby
 from pathlib import Path
 from typing import Any, Literal
 
 from ragsync.chunk import Chunker
-from ragsync.config import Config, SourceConfig, load_config
+from ragsync.config import Config, SourceConfig, load_config, parse_duration
 from ragsync.discovery import DiscoveryContext
 from ragsync.embed import Embedder, SentenceTransformerEmbedder
 from ragsync.errors import ExtractError, FetchError
+from ragsync.events import Dispatcher, outbox_rows
 from ragsync.extract import (
     canonical_link,
     content_hash,
@@ -40,6 +41,7 @@ from ragsync.extract import (
 from ragsync.fetch import Fetcher
 from ragsync.models import (
     Candidate,
+    Change,
     Checkpoint,
     Chunk,
     ChunkPlan,
@@ -85,6 +87,7 @@ PageKind = Literal[
     "deleted",  # the source says the record is deleted (authoritative)
 ]
 JOURNAL_BATCH = 256
+EVENTS_DEADLINE = 15.0  # seconds `run` spends delivering due events before it exits
 WINDOW_PAGES = 64  # pages fetched, then embedded and committed together
 EMBED_CALL_BATCHES = 4  # model batches per embed call (and per cache flush)
 
@@ -238,6 +241,7 @@ class Syncer:
             pauses=self.state.host_pauses(),
         )
         fetcher = PoliteFetcher(plain, gate, default_pause=self.config.fetch.retry_base)
+        dispatcher = self._dispatcher()  # before any work: a bad secret fails fast
         try:
             replayed = Counters()
             replayed.journal_replayed = self._apply_journal(replayed)
@@ -247,7 +251,11 @@ class Syncer:
                 result.sources[source_config.id] = outcome
                 result.counters.add(outcome.counters)
             result.ok = all(outcome.ok for outcome in result.sources.values())
+            if dispatcher is not None:
+                result.counters.events_delivered = dispatcher.deliver_due(EVENTS_DEADLINE)
         finally:
+            if dispatcher is not None:
+                dispatcher.close()
             plain.close()
             self._close_store()
             result.finished_at = iso(self.clock())
@@ -259,6 +267,49 @@ class Syncer:
                 sources=result.to_dict()["sources"],
             )
         return result
+
+    def _dispatcher(self) -> Dispatcher | None:
+        if not self.config.events:
+            return None
+        return Dispatcher(self.state, self.config.events, transport=self._transport)
+
+    def deliver_events(self, deadline: float = EVENTS_DEADLINE) -> int:
+        """Deliver due change events for up to ``deadline`` seconds; return how many arrived."""
+        dispatcher = self._dispatcher()
+        if dispatcher is None:
+            return 0
+        try:
+            return dispatcher.deliver_due(deadline)
+        finally:
+            dispatcher.close()
+
+    def changes(self, since: str | None = None, source: str | None = None) -> list[Change]:
+        """The change log (created / updated / removed / restored), oldest first.
+
+        Args:
+            since: an ISO timestamp or a duration back from now (``"2h"``, ``"7d"``).
+            source: only this source id.
+
+        Example::
+
+            for change in syncer.changes(since="1d"):
+                print(change.at, change.change_type, change.url, change.magnitude)
+        """
+        if since:
+            try:
+                since = iso(self.clock() - timedelta(seconds=parse_duration(since)))
+            except ValueError:
+                try:
+                    moment = datetime.fromisoformat(since.replace("Z", "+00:00"))
+                except ValueError:
+                    raise ValueError(
+                        f"since: {since!r} is neither a duration ('2h') nor an ISO timestamp"
+                    ) from None
+                since = iso(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+        rows = self.state.changes(since)
+        return [
+            Change.from_row(row) for row in rows if source is None or row["source_id"] == source
+        ]
 
     async def arun(self, *, source: str | None = None, revalidate_all: bool = False) -> SyncResult:
         """:meth:`run` in a worker thread, so an asyncio app's event loop never blocks."""
@@ -936,7 +987,8 @@ class Syncer:
             "magnitude": magnitude(plan),
             "at": now,
         }
-        self.state.commit_document(document, stored, ops, change)
+        events = outbox_rows(change, self.config.events, now)
+        self.state.commit_document(document, stored, ops, change, events=events)
 
     def _record_failure(
         self, source: SourceConfig, page: _Page, now: str, outcome: SourceOutcome
@@ -1091,7 +1143,8 @@ class Syncer:
             "magnitude": 1.0 if old else 0.0,
             "at": now,
         }
-        self.state.commit_document(tombstoned, [], ops, change, aliases)
+        events = outbox_rows(change, self.config.events, now)
+        self.state.commit_document(tombstoned, [], ops, change, aliases, events)
         counters.tombstones_created += 1
 
     def _apply_journal(self, counters: Counters) -> int:
