@@ -96,15 +96,25 @@ def test_tracking_variants_and_rel_canonical_never_create_a_second_record(make_s
         site.stop()
 
 
-def test_changed_lastmod_is_checked_first_but_every_page_is_revalidated(make_syncer):
+def test_changed_lastmod_is_checked_first_but_every_page_is_revalidated(tmp_path, embedder):
+    from conftest import make_config
+
+    from ragsync.sync import Syncer
+
     site = DevSite(example_pages(6))
     site.start()
     try:
-        syncer = make_syncer(site)
+        # One request at a time, so the order the site sees is the order of the work.
+        config = make_config(
+            tmp_path,
+            [{"id": "docs", "kind": "sitemap", "url": site.base_url + "/sitemap.xml"}],
+            fetch={"concurrency": 1, "per_host_concurrency": 1},
+        )
+        syncer = Syncer(config, embedder=embedder)
         syncer.run()
         # page-0's lastmod moves, yet stays older than the other pages' lastmods: only the
         # "changed first" rule (not "newest first") puts it at the head of the work.
-        site.pages["/guide/page-0"].modified += 0.5
+        site.pages["/guide/page-0"].modified += 1.0  # sitemap lastmod has 1 s resolution
         assert max(p.modified for p in site.pages.values()) > site.pages["/guide/page-0"].modified
         seen = len(site.hits)
         result = syncer.run()
