@@ -175,6 +175,42 @@ def status(config_path: str, as_json: bool) -> None:
 
 @main.command()
 @CONFIG_OPTION
+@click.option("--source", "source_id", help="Only this source id.")
+@click.option("--all", "revalidate_all", is_flag=True, help="As `run --all` would.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@_errors_to_exit_codes
+def plan(config_path: str, source_id: str | None, revalidate_all: bool, as_json: bool) -> None:
+    """What `run` would fetch, embed, upsert and delete — writing nothing."""
+    from ragsync.sync import Syncer
+
+    with Syncer.from_config(config_path) as syncer:
+        report = syncer.plan(source=source_id, revalidate_all=revalidate_all)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    counters = report["counters"]
+    click.echo(
+        f"would request {counters['requests_sent']} URLs "
+        f"({counters['conditional_requests_sent']} conditional): "
+        f"{counters['responses_304']} unchanged (304), "
+        f"{counters['responses_200_unchanged']} unchanged (same content), "
+        f"{counters['responses_200_changed']} changed"
+    )
+    click.echo(
+        f"would embed {report['embedding']['texts']} new texts "
+        f"({report['embedding']['tokens']} model tokens), reuse {counters['chunks_reused']} "
+        f"from the cache, upsert {counters['points_upserted']} points, delete "
+        f"{counters['points_deleted']}"
+    )
+    for doc in report["documents"]:
+        click.echo(
+            f"  {doc['change']:<8} {doc['url']}  +{doc['chunks_added']} "
+            f"-{doc['chunks_removed']} ={doc['chunks_kept']}"
+        )
+
+
+@main.command()
+@CONFIG_OPTION
 @click.option("--since", help="A duration back from now ('2h', '7d') or an ISO timestamp.")
 @click.option("--source", "source_id", help="Only this source id.")
 @click.option("--json", "as_json", is_flag=True, help="Print the changes as JSON.")

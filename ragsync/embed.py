@@ -28,8 +28,11 @@ class Embedder(Protocol):
     @property
     def model_id(self) -> str: ...
 
-    dimension: int
-    max_input_tokens: int
+    @property
+    def dimension(self) -> int: ...
+
+    @property
+    def max_input_tokens(self) -> int: ...
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` in the model's own tokenizer, special tokens included."""

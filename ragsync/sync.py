@@ -9,9 +9,11 @@ commits and vector-store writes happen on the calling thread, one document trans
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import random
+import tempfile
 import threading
 import time
 import uuid
@@ -28,6 +30,7 @@ from typing import Any, Literal
 from ragsync.chunk import Chunker
 from ragsync.config import Config, SourceConfig, load_config, parse_duration
 from ragsync.discovery import DiscoveryContext
+from ragsync.dryrun import CountingEmbedder, NullStore
 from ragsync.embed import Embedder, SentenceTransformerEmbedder
 from ragsync.errors import ExtractError, FetchError
 from ragsync.events import Dispatcher, outbox_rows
@@ -267,6 +270,59 @@ class Syncer:
                 sources=result.to_dict()["sources"],
             )
         return result
+
+    def plan(self, *, source: str | None = None, revalidate_all: bool = False) -> dict[str, Any]:
+        """What :meth:`run` would do now, without writing anything (a dry run).
+
+        The real sync path runs against a throwaway copy of the state DB, a store that keeps
+        nothing and an embedder that only counts, with outbound events switched off. Pages are
+        fetched (conditionally, as `run` would); nothing is embedded or written.
+
+        Returns:
+            ``{"counters", "embedding": {"texts", "tokens"}, "documents": [...]}`` where each
+            document names its change and the chunks it would add, remove and keep.
+
+        Example::
+
+            plan = syncer.plan()
+            print(plan["embedding"]["texts"], "texts would be embedded")
+        """
+        counting = CountingEmbedder(self.embedder)
+        with tempfile.TemporaryDirectory(prefix="ragsync-plan-") as folder:
+            copy = StateDB(Path(folder) / "state.db")
+            self.state.db.conn.backup(copy.db.conn)
+            dry = Syncer(
+                dataclasses.replace(self.config, events=()),
+                embedder=counting,
+                store=NullStore(),
+                state=copy,
+                transport=self._transport,
+                clock=self.clock,
+            )
+            try:
+                result = dry.run(source=source, revalidate_all=revalidate_all)
+                documents = [
+                    {
+                        "url": change.url,
+                        "doc_key": change.doc_key,
+                        "change": change.change_type,
+                        "chunks_added": change.chunks_added,
+                        "chunks_removed": change.chunks_removed,
+                        "chunks_kept": change.chunks_kept,
+                    }
+                    for change in dry.changes()
+                    if change.run_id == result.run_id
+                ]
+            finally:
+                dry.close()
+        report = result.to_dict()
+        return {
+            "ok": report["ok"],
+            "counters": report["counters"],
+            "sources": report["sources"],
+            "embedding": {"texts": counting.texts, "tokens": counting.tokens},
+            "documents": documents,
+        }
 
     def _dispatcher(self) -> Dispatcher | None:
         if not self.config.events:
