@@ -211,6 +211,29 @@ def plan(config_path: str, source_id: str | None, revalidate_all: bool, as_json:
 
 @main.command()
 @CONFIG_OPTION
+@click.option("--source", "source_id", help="Only this source id.")
+@click.option(
+    "--same-collection",
+    is_flag=True,
+    help="After a model change, replace the vectors in the configured collection.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@_errors_to_exit_codes
+def reindex(config_path: str, source_id: str | None, same_collection: bool, as_json: bool) -> None:
+    """Re-extract, re-chunk, re-embed from retained bodies: no network, only new texts."""
+    from ragsync.sync import Syncer
+
+    with Syncer.from_config(config_path) as syncer:
+        result = syncer.reindex(source=source_id, same_collection=same_collection)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        _print_report(result.to_dict())
+    sys.exit(0 if result.ok else 1)
+
+
+@main.command()
+@CONFIG_OPTION
 @click.option("--since", help="A duration back from now ('2h', '7d') or an ISO timestamp.")
 @click.option("--source", "source_id", help="Only this source id.")
 @click.option("--json", "as_json", is_flag=True, help="Print the changes as JSON.")

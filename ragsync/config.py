@@ -86,6 +86,7 @@ def path_field(default: str) -> Any:
 @dataclass(frozen=True)
 class StateConfig:
     path: str = path_field(".ragsync/state.db")
+    raw_body_retention: float = duration("7d")  # raw bodies kept (compressed) for `reindex`
 
 
 @dataclass(frozen=True)

@@ -211,11 +211,30 @@ def _m004_outbox(db: Database) -> None:
     db.table("outbox").create_index(["event_id", "endpoint"], unique=True)
 
 
+def _m005_bodies_and_collections(db: Database) -> None:
+    db.table("raw_bodies").create(
+        {
+            "doc_key": str,
+            "url": str,
+            "content_type": str,
+            "body": bytes,
+            "raw_hash": str,
+            "fetched_at": str,
+        },
+        pk="doc_key",
+    )
+    db.table("raw_bodies").create_index(["fetched_at"])
+    db.table("collections").create(
+        {"name": str, "model_id": str, "dimension": int, "created_at": str}, pk="name"
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_initial", _m001_initial),
     ("002_failures_and_deletion", _m002_failures_and_deletion),
     ("003_discovery", _m003_discovery),
     ("004_outbox", _m004_outbox),
+    ("005_bodies_and_collections", _m005_bodies_and_collections),
 )
 
 
@@ -414,6 +433,34 @@ class StateDB:
         sql = "select * from poll_log where source_id = ? order by id"
         return list(self.db.query(sql, [source_id]))
 
+    # -- raw bodies and collections ---------------------------------------------------------
+
+    def raw_body(self, doc_key: str) -> dict[str, Any] | None:
+        row = next(
+            iter(self.db.query("select * from raw_bodies where doc_key = ?", [doc_key])), None
+        )
+        if row is not None:
+            row["body"] = zlib.decompress(row["body"])
+        return row
+
+    def prune_raw_bodies(self, before: str) -> int:
+        """Forget raw bodies fetched before ``before`` (the retention window)."""
+        with self.db.atomic():
+            cursor = self.db.execute("delete from raw_bodies where fetched_at < ?", [before])
+        return cursor.rowcount
+
+    def collection_model(self, name: str) -> str | None:
+        sql = "select model_id from collections where name = ?"
+        row = next(iter(self.db.query(sql, [name])), None)
+        return row["model_id"] if row else None
+
+    def record_collection(self, name: str, model_id: str, dimension: int, at: str) -> None:
+        with self.db.atomic():
+            self.db.table("collections").upsert(
+                {"name": name, "model_id": model_id, "dimension": dimension, "created_at": at},
+                pk="name",
+            )
+
     # -- outbound events --------------------------------------------------------------------
 
     def due_events(self, now: str, limit: int = 100) -> list[dict[str, Any]]:
@@ -528,6 +575,7 @@ class StateDB:
         change: dict[str, Any] | None,
         aliases: Sequence[dict[str, Any]] = (),
         events: Sequence[dict[str, Any]] = (),
+        raw_body: dict[str, Any] | None = None,
     ) -> None:
         """Write a document's state, its chunk list, its change row and its journal entries.
 
@@ -560,6 +608,9 @@ class StateDB:
                 self.db.table("changes").insert(change, pk="id")
             if events:  # the transactional outbox: events exist iff the change does
                 self.db.table("outbox").insert_all(events, pk="seq")
+            if raw_body is not None:  # the body this content came from, kept for `reindex`
+                body = {**raw_body, "body": zlib.compress(raw_body["body"])}
+                self.db.table("raw_bodies").upsert(body, pk="doc_key")
             for alias in aliases:
                 self.db.table("aliases").upsert(alias, pk="alias_key")
             self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])

@@ -32,7 +32,7 @@ from ragsync.config import Config, SourceConfig, load_config, parse_duration
 from ragsync.discovery import DiscoveryContext
 from ragsync.dryrun import CountingEmbedder, NullStore
 from ragsync.embed import Embedder, SentenceTransformerEmbedder
-from ragsync.errors import ExtractError, FetchError
+from ragsync.errors import ExtractError, FetchError, StoreError
 from ragsync.events import Dispatcher, outbox_rows
 from ragsync.extract import (
     canonical_link,
@@ -256,6 +256,8 @@ class Syncer:
             result.ok = all(outcome.ok for outcome in result.sources.values())
             if dispatcher is not None:
                 result.counters.events_delivered = dispatcher.deliver_due(EVENTS_DEADLINE)
+            retention = timedelta(seconds=self.config.state.raw_body_retention)
+            self.state.prune_raw_bodies(iso(self.clock() - retention))
         finally:
             if dispatcher is not None:
                 dispatcher.close()
@@ -323,6 +325,107 @@ class Syncer:
             "embedding": {"texts": counting.texts, "tokens": counting.tokens},
             "documents": documents,
         }
+
+    def _check_collection_model(self) -> None:
+        """Never mix the vectors of two models in one collection."""
+        name = self.config.store.collection
+        recorded = self.state.collection_model(name)
+        if recorded is None:
+            self.state.record_collection(
+                name, self.model_id, self.embedder.dimension, iso(self.clock())
+            )
+        elif recorded != self.model_id:
+            raise StoreError(
+                f"collection {name!r} holds vectors of model {recorded}, but the configured "
+                f"model is {self.model_id}: set [store] collection to a new name and run "
+                "`ragsync reindex` (or `ragsync reindex --same-collection` to replace them)"
+            )
+
+    def reindex(self, *, source: str | None = None, same_collection: bool = False) -> SyncResult:
+        """Re-extract, re-chunk and re-embed from retained raw bodies (or, for pages whose body
+        left the retention window, from their stored Markdown) — without any network request.
+        Only texts absent from the cache are embedded.
+
+        After a change of extractor, ``chunker`` settings or model. A model change writes into
+        the configured collection only if it is new or ``same_collection`` is given (its old
+        points are then replaced); vectors of two models never share a collection at rest.
+
+        Example::
+
+            result = syncer.reindex()
+            print(result.counters.chunks_embedded, "texts embedded")
+        """
+        sources = [self.config.source(source)] if source else list(self.config.sources)
+        started = self.clock()
+        result = SyncResult(
+            run_id=f"reindex-{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}",
+            started_at=iso(started),
+        )
+        if same_collection:
+            self.state.record_collection(
+                self.config.store.collection, self.model_id, self.embedder.dimension, iso(started)
+            )
+        self.state.start_run(result.run_id, result.started_at)
+        try:
+            result.counters.journal_replayed = self._apply_journal(result.counters)
+            for source_config in sources:
+                outcome = SourceOutcome()
+                documents = [
+                    d for d in self.state.documents(source_config.id) if d["status"] != "tombstoned"
+                ]
+                for start in range(0, len(documents), WINDOW_PAGES):
+                    pages = [self._reindex_page(d) for d in documents[start : start + WINDOW_PAGES]]
+                    changed = [p for p in pages if p is not None]
+                    if changed:
+                        self._commit_pages(source_config, changed, outcome, result.run_id)
+                result.sources[source_config.id] = outcome
+                result.counters.add(outcome.counters)
+            result.ok = all(o.ok for o in result.sources.values())
+        finally:
+            self._close_store()
+            result.finished_at = iso(self.clock())
+            self.state.finish_run(
+                result.run_id,
+                finished_at=result.finished_at,
+                ok=result.ok,
+                counters=result.counters.as_dict(),
+                sources=result.to_dict()["sources"],
+            )
+        return result
+
+    def _reindex_page(self, document: dict[str, Any]) -> _Page | None:
+        """The page a document becomes with today's extractor, chunker and model (None when
+        nothing about it would change)."""
+        body = self.state.raw_body(document["doc_key"])
+        extracted: Extracted | None = None
+        if body is not None and document["extractor"] != "record":
+            headers = {"content-type": body["content_type"] or ""}
+            try:
+                extracted = self._extract(Response(body["url"], 200, headers, body["body"]))
+            except ExtractError:
+                extracted = None
+        if extracted is None:
+            extracted = Extracted(
+                document["title"],
+                document["markdown"] or "",
+                document["content_hash"],
+                document["extractor"],
+            )
+        chunks = self.chunker.chunk(extracted.markdown)
+        _, plan = plan_chunks(
+            document["doc_key"],
+            self.state.chunks(document["doc_key"]),
+            chunks,
+            model_id=self.model_id,
+            now="",
+        )
+        if not plan.changed and extracted.content_hash == document["content_hash"]:
+            return None
+        candidate = Candidate(url=document["canonical_url"], lastmod=document["lastmod_hint"])
+        page = _Page(document["doc_key"], document["canonical_url"], candidate, document)
+        page.kind, page.extracted, page.chunks = "changed", extracted, chunks
+        page.raw_hash = document["raw_hash"] or ""
+        return page
 
     def _dispatcher(self) -> Dispatcher | None:
         if not self.config.events:
@@ -905,6 +1008,8 @@ class Syncer:
     def _count_response(page: _Page, counters: Counters) -> None:
         counters.requests_sent += page.requested
         counters.conditional_requests_sent += page.conditional
+        if not page.requested and page.kind in ("changed", "unchanged"):
+            return  # records with inline content and reindexed pages had no HTTP response
         counter = {
             "disallowed": "robots_disallowed",
             "deferred": "deferred",
@@ -1044,7 +1149,17 @@ class Syncer:
             "at": now,
         }
         events = outbox_rows(change, self.config.events, now)
-        self.state.commit_document(document, stored, ops, change, events=events)
+        raw_body = None
+        if response is not None and response.status == 200:
+            raw_body = {
+                "doc_key": page.doc_key,
+                "url": response.url,
+                "content_type": response.headers.get("content-type", ""),
+                "body": response.body,
+                "raw_hash": page.raw_hash,
+                "fetched_at": now,
+            }
+        self.state.commit_document(document, stored, ops, change, events=events, raw_body=raw_body)
 
     def _record_failure(
         self, source: SourceConfig, page: _Page, now: str, outcome: SourceOutcome
@@ -1213,6 +1328,7 @@ class Syncer:
                 return applied
             store = self.store
             if not dimension_checked:
+                self._check_collection_model()
                 store.ensure_collection(self.embedder.dimension)
                 dimension_checked = True
             for kind, group in groupby(ops, key=lambda op: op.op):
