@@ -20,10 +20,11 @@ from ragsync.errors import (  # noqa: E402
     StateError,
     StoreError,
 )
-from ragsync.models import Counters, Hit, SyncResult  # noqa: E402
+from ragsync.models import Change, Counters, Hit, SyncResult  # noqa: E402
 from ragsync.sync import Syncer  # noqa: E402
 
 __all__ = [
+    "Change",
     "Config",
     "ConfigError",
     "Counters",
