@@ -38,6 +38,7 @@ def test_init_writes_a_starter_that_loads_and_refuses_to_overwrite(tmp_path):
 
 def test_public_api_is_frozen():
     assert sorted(ragsync.__all__) == [
+        "Change",
         "Config",
         "ConfigError",
         "Counters",
