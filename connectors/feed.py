@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from connectors.xmlsafety import refuse_entities
 from ragsync.errors import ConfigError, FetchError
 from ragsync.models import Candidate, Checkpoint
 from ragsync.protocols import DiscoveryContext
@@ -50,6 +51,7 @@ def parse_feed(body: bytes) -> dict:
     """
     import feedparser
 
+    refuse_entities(body)
     parsed = feedparser.parse(body)
     if not parsed.get("version") and not parsed.get("entries"):
         problem = parsed.get("bozo_exception") or "no RSS or Atom root element"

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from lxml import etree
 from protego import Protego
 
+from connectors.xmlsafety import refuse_entities
 from ragsync.errors import ConfigError, FetchError
 from ragsync.models import Candidate
 from ragsync.protocols import DiscoveryContext
@@ -61,6 +62,7 @@ def parse_sitemap(xml: bytes) -> tuple[list[tuple[str, str | None]], list[str]]:
     """
     if xml[:2] == b"\x1f\x8b":
         xml = gunzip_bounded(xml)
+    refuse_entities(xml)
     if not xml.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
         pages = parse_text_sitemap(xml)
         if not pages:

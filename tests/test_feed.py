@@ -64,6 +64,18 @@ def test_not_a_feed(body):
         parse_feed(body)
 
 
+def test_a_feed_declaring_entities_is_refused():
+    bomb = (
+        (FIXTURES / "rss2.xml")
+        .read_bytes()
+        .replace(
+            b"<rss", b'<!DOCTYPE rss [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;">]><rss', 1
+        )
+    )
+    with pytest.raises(ValueError, match="hostile XML refused"):
+        parse_feed(bomb)
+
+
 def feed_xml(base, paths):
     items = "".join(
         f"<item><title>{p}</title><link>{base}{p}</link><guid>{p}</guid>"
