@@ -30,6 +30,17 @@ CONFIG_OPTION = click.option(
 )
 
 
+def _progress() -> Any:
+    """Progress bars on a terminal (stderr), plain log lines otherwise; none with -q."""
+    from ragsync.progress import LogProgress, RichProgress
+
+    ctx = click.get_current_context(silent=True)
+    quiet = bool(ctx and ctx.find_root().obj and ctx.find_root().obj.get("quiet"))
+    if not quiet and sys.stderr.isatty():
+        return RichProgress()
+    return LogProgress()
+
+
 def _errors_to_exit_codes(func: Callable[..., Any]) -> Callable[..., Any]:
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -49,8 +60,10 @@ def _errors_to_exit_codes(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.version_option(__version__, prog_name="ragsync")
 @click.option("-v", "--verbose", count=True, help="More log lines on stderr (-vv for debug).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr.")
-def main(verbose: int, quiet: bool) -> None:
+@click.pass_context
+def main(ctx: click.Context, verbose: int, quiet: bool) -> None:
     """Keep a RAG vector index exactly in sync with its web sources."""
+    ctx.obj = {"quiet": quiet}
     level = (
         logging.ERROR
         if quiet
@@ -94,8 +107,12 @@ def run(config_path: str, revalidate_all: bool, source_id: str | None, as_json: 
     """One sync pass over the configured sources, then exit."""
     from ragsync.sync import Syncer
 
-    with Syncer.from_config(config_path) as syncer:
-        result = syncer.run(source=source_id, revalidate_all=revalidate_all)
+    progress = _progress()
+    try:
+        with Syncer.from_config(config_path, progress=progress) as syncer:
+            result = syncer.run(source=source_id, revalidate_all=revalidate_all)
+    finally:
+        progress.close()
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
@@ -140,6 +157,8 @@ def status(config_path: str, as_json: bool) -> None:
         click.echo(f"journal: {report['pending_journal']} operations pending (next run applies)")
     for host, until in report["host_pauses"].items():
         click.echo(f"host {host} paused until {until} (Retry-After / rate limit)")
+    if sys.stdout.isatty():
+        _status_table(report)
     for source_id, s in report["sources"].items():
         docs = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in s["documents"].items())
         click.echo(f"\n[{source_id}] {s['kind']}: {docs}")
@@ -223,8 +242,12 @@ def reindex(config_path: str, source_id: str | None, same_collection: bool, as_j
     """Re-extract, re-chunk, re-embed from retained bodies: no network, only new texts."""
     from ragsync.sync import Syncer
 
-    with Syncer.from_config(config_path) as syncer:
-        result = syncer.reindex(source=source_id, same_collection=same_collection)
+    progress = _progress()
+    try:
+        with Syncer.from_config(config_path, progress=progress) as syncer:
+            result = syncer.reindex(source=source_id, same_collection=same_collection)
+    finally:
+        progress.close()
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
@@ -300,6 +323,40 @@ def events(
             f"{row['event_id']}  {row['state']:<9} {row['type']:<8} {row['doc_key']}  "
             f"→ {row['endpoint']}  attempts {row['attempts']}{error}"
         )
+
+
+def _status_table(report: dict[str, Any]) -> None:
+    """The per-source summary as a table (on a terminal)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="ragsync status")
+    for column in (
+        "source",
+        "kind",
+        "active",
+        "suspected",
+        "tombstoned",
+        "retrying",
+        "dead",
+        "attention",
+        "oldest check",
+    ):
+        table.add_column(column, justify="right" if column not in ("source", "kind") else "left")
+    for source_id, s in report["sources"].items():
+        docs, failing = s["documents"], s["failing"]
+        table.add_row(
+            source_id,
+            s["kind"],
+            str(docs.get("active", 0)),
+            str(docs.get("suspected_missing", 0)),
+            str(docs.get("tombstoned", 0)),
+            str(failing.get("retrying", 0)),
+            str(failing.get("dead", 0)),
+            str(failing.get("attention", 0)),
+            s["oldest_check"] or "—",
+        )
+    Console().print(table)
 
 
 @main.command()

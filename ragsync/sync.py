@@ -68,6 +68,7 @@ from ragsync.policy import (
     retry_delay,
 )
 from ragsync.politeness import HostGate, HostPaused, PoliteFetcher
+from ragsync.progress import LogProgress, Progress
 from ragsync.protocols import VectorStore
 from ragsync.registry import source_class, store_class
 from ragsync.robots import RobotsPolicy
@@ -140,6 +141,7 @@ class Syncer:
         state: defaults to the configured SQLite state DB.
         transport: an httpx transport for fetching (tests).
         clock: returns "now" as an aware datetime (tests pin it).
+        progress: told about long work; log lines by default (the CLI shows bars on a TTY).
 
     Example::
 
@@ -159,6 +161,7 @@ class Syncer:
         state: StateDB | None = None,
         transport: Any = None,
         clock: Clock | None = None,
+        progress: Progress | None = None,
     ):
         self.config = config
         self._embedder = embedder
@@ -167,6 +170,7 @@ class Syncer:
         self._transport = transport
         self.clock = clock or (lambda: datetime.now(UTC))
         self._random = random.Random()
+        self.progress: Progress = progress or LogProgress()
 
     @classmethod
     def from_config(cls, path: str | Path = "ragsync.toml", **kwargs: Any) -> Syncer:
@@ -713,7 +717,7 @@ class Syncer:
                 self._commit_pages(source, pages, outcome, run_id)
                 # A listed URL that moved lists its target: not to be verified as unlisted.
                 seen.update(p.doc_key for p in pages if p.moved_from is not None and not p.unlisted)
-                log.info("%s: %d/%d pages checked", source.id, start + len(batch), len(work))
+                self.progress.pages(source.id, start + len(batch), len(work))
 
         window = max(WINDOW_PAGES, self.config.fetch.concurrency * 2)
         seen: set[str] = set()
@@ -1055,7 +1059,7 @@ class Syncer:
                 self.model_id, dict(zip(batch, vectors, strict=True)), iso(self.clock())
             )
             counters.chunks_embedded += len(batch)
-            log.info("embedded %d/%d new chunk texts", start + len(batch), len(missing))
+            self.progress.embedded(start + len(batch), len(missing))
 
     def _validators(self, page: _Page) -> dict[str, str | None]:
         if page.response is None:

@@ -118,3 +118,38 @@ def test_qdrant_folder_held_by_another_process_says_what_to_do(tmp_path, site, m
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_progress_bars_on_a_terminal_never_mix_with_json(tmp_path, site):
+    import json
+    import os
+    import pty
+
+    config = tmp_path / "ragsync.toml"
+    config.write_text(
+        f'[[sources]]\nid = "docs"\nkind = "sitemap"\nurl = "{site.base_url}/sitemap.xml"\n'
+    )
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragsync", "run", "--json", "-c", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        env={**os.environ, "COLUMNS": "120"},
+    )
+    os.close(follower)
+    terminal = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        terminal += chunk
+    stdout, _ = proc.communicate(timeout=120)
+    os.close(leader)
+    report = json.loads(stdout)  # stdout is pure JSON
+    assert report["counters"]["documents_created"] == 4
+    screen = terminal.decode("utf-8", "replace")
+    assert "pages checked" in screen and "texts embedded" in screen
+    assert "5/5" in screen and "16/16" in screen  # 5 pages checked (1 disallowed), 16 texts
