@@ -34,9 +34,7 @@ def _progress() -> Any:
     """Progress bars on a terminal (stderr), plain log lines otherwise; none with -q."""
     from ragsync.progress import LogProgress, RichProgress
 
-    ctx = click.get_current_context(silent=True)
-    quiet = bool(ctx and ctx.find_root().obj and ctx.find_root().obj.get("quiet"))
-    if not quiet and sys.stderr.isatty():
+    if not _quiet() and sys.stderr.isatty():
         return RichProgress()
     return LogProgress()
 
@@ -120,7 +118,15 @@ def run(config_path: str, revalidate_all: bool, source_id: str | None, as_json: 
     sys.exit(0 if result.ok else 1)
 
 
+def _quiet() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx and ctx.find_root().obj and ctx.find_root().obj.get("quiet"))
+
+
 def _print_report(report: dict[str, Any]) -> None:
+    """The run report on stderr; with -q only when something failed (cron mails it)."""
+    if _quiet() and report["ok"]:
+        return
     counters = {k: v for k, v in report["counters"].items() if v}
     state = "ok" if report["ok"] else "finished with errors"
     click.echo(f"run {report['run_id']}: {state}", err=True)
