@@ -393,6 +393,41 @@ def verify(config_path: str, repair: bool, as_json: bool) -> None:
 
 @main.command()
 @CONFIG_OPTION
+@click.option("--listen", help="HOST:PORT (default: [server] listen, 127.0.0.1:8787).")
+@_errors_to_exit_codes
+def serve(config_path: str, listen: str | None) -> None:
+    """The daemon: sync loop + webhook receiver, /healthz, /metrics, /status."""
+    from ragsync.config import load_config
+    from ragsync.server import serve as run_server
+
+    run_server(load_config(config_path), listen)
+
+
+@main.command()
+@CONFIG_OPTION
+@click.argument("urls", nargs=-1, required=True)
+@click.option("--source", "source_id", help="The source these URLs belong to.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON.")
+@_errors_to_exit_codes
+def resync(config_path: str, urls: tuple[str, ...], source_id: str | None, as_json: bool) -> None:
+    """Re-sync these URLs now (the path webhooks take), whatever the schedule says."""
+    from ragsync.sync import Syncer
+
+    with Syncer.from_config(config_path) as syncer:
+        try:
+            result = syncer.resync(list(urls), source=source_id)
+        except ValueError as exc:
+            click.echo(f"ragsync: {exc}", err=True)
+            sys.exit(2)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        _print_report(result.to_dict())
+    sys.exit(0 if result.ok else 1)
+
+
+@main.command()
+@CONFIG_OPTION
 @click.argument("query")
 @click.option(
     "-k", "k", default=5, show_default=True, type=click.IntRange(1, 100), help="Number of hits."

@@ -229,12 +229,31 @@ def _m005_bodies_and_collections(db: Database) -> None:
     )
 
 
+def _m006_targeted_queue(db: Database) -> None:
+    db.table("queue").create(
+        {
+            "id": int,
+            "source_id": str,
+            "url": str,
+            "record_id": str,
+            "reason": str,
+            "delivery_id": str,
+            "enqueued_at": str,
+        },
+        pk="id",
+    )
+    db.table("deliveries").create(
+        {"delivery_id": str, "source_id": str, "received_at": str}, pk="delivery_id"
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_initial", _m001_initial),
     ("002_failures_and_deletion", _m002_failures_and_deletion),
     ("003_discovery", _m003_discovery),
     ("004_outbox", _m004_outbox),
     ("005_bodies_and_collections", _m005_bodies_and_collections),
+    ("006_targeted_queue", _m006_targeted_queue),
 )
 
 
@@ -432,6 +451,71 @@ class StateDB:
     def polls(self, source_id: str) -> list[dict[str, Any]]:
         sql = "select * from poll_log where source_id = ? order by id"
         return list(self.db.query(sql, [source_id]))
+
+    # -- targeted work (webhooks, resync) ----------------------------------------------------
+
+    def enqueue_targets(
+        self,
+        source_id: str,
+        urls: Sequence[str],
+        *,
+        reason: str,
+        at: str,
+        delivery_id: str | None = None,
+        record_ids: Sequence[str] = (),
+    ) -> int | None:
+        """Durably queue targeted re-syncs; None when ``delivery_id`` was seen before."""
+        with self.db.atomic():
+            if delivery_id is not None:
+                sql = "select 1 from deliveries where delivery_id = ?"
+                if self.db.execute(sql, [f"{source_id}:{delivery_id}"]).fetchone():
+                    return None
+                self.db.table("deliveries").insert(
+                    {
+                        "delivery_id": f"{source_id}:{delivery_id}",
+                        "source_id": source_id,
+                        "received_at": at,
+                    },
+                    pk="delivery_id",
+                )
+            rows = [
+                {
+                    "source_id": source_id,
+                    "url": url,
+                    "record_id": None,
+                    "reason": reason,
+                    "delivery_id": delivery_id,
+                    "enqueued_at": at,
+                }
+                for url in urls
+            ]
+            rows += [
+                {
+                    "source_id": source_id,
+                    "url": None,
+                    "record_id": rid,
+                    "reason": reason,
+                    "delivery_id": delivery_id,
+                    "enqueued_at": at,
+                }
+                for rid in record_ids
+            ]
+            if rows:
+                self.db.table("queue").insert_all(rows, pk="id")
+        return len(rows)
+
+    def queued(self, limit: int = 1000) -> list[dict[str, Any]]:
+        return list(self.db.query("select * from queue order by id limit ?", [limit]))
+
+    def dequeue(self, ids: Sequence[int]) -> None:
+        with self.db.atomic():
+            for start in range(0, len(ids), 500):
+                batch = list(ids[start : start + 500])
+                marks = ",".join("?" * len(batch))
+                self.db.execute(f"delete from queue where id in ({marks})", batch)
+
+    def queue_depth(self) -> int:
+        return self.db.execute("select count(*) from queue").fetchone()[0]
 
     # -- raw bodies and collections ---------------------------------------------------------
 

@@ -32,7 +32,7 @@ from ragsync.config import Config, SourceConfig, load_config, parse_duration
 from ragsync.discovery import DiscoveryContext
 from ragsync.dryrun import CountingEmbedder, NullStore
 from ragsync.embed import Embedder, SentenceTransformerEmbedder
-from ragsync.errors import ExtractError, FetchError, StoreError
+from ragsync.errors import ConfigError, ExtractError, FetchError, StoreError
 from ragsync.events import Dispatcher, outbox_rows
 from ragsync.extract import (
     canonical_link,
@@ -223,13 +223,20 @@ class Syncer:
 
     # -- public API -----------------------------------------------------------------------
 
-    def run(self, *, source: str | None = None, revalidate_all: bool = False) -> SyncResult:
+    def run(
+        self,
+        *,
+        source: str | None = None,
+        revalidate_all: bool = False,
+        targeted_only: bool = False,
+    ) -> SyncResult:
         """One sync pass: replay the journal, then revalidate every source's pages.
 
         Args:
             source: only this source id (``ConfigError`` if unknown).
             revalidate_all: also request pages held back (retry not yet due, dead letter,
                 needs attention).
+            targeted_only: only drain the targeted queue (webhooks, `resync`).
 
         Returns:
             The run report; ``ok`` is False when some page or discovery step failed.
@@ -253,10 +260,10 @@ class Syncer:
             replayed = Counters()
             replayed.journal_replayed = self._apply_journal(replayed)
             result.counters.add(replayed)
-            for source_config in sources:
+            self._drain_queue(fetcher, result)  # targeted work first
+            for source_config in [] if targeted_only else sources:
                 outcome = self._sync_source(source_config, fetcher, result.run_id, revalidate_all)
-                result.sources[source_config.id] = outcome
-                result.counters.add(outcome.counters)
+                self._merge(result, source_config.id, outcome)
             result.ok = all(outcome.ok for outcome in result.sources.values())
             if dispatcher is not None:
                 result.counters.events_delivered = dispatcher.deliver_due(EVENTS_DEADLINE)
@@ -329,6 +336,90 @@ class Syncer:
             "embedding": {"texts": counting.texts, "tokens": counting.tokens},
             "documents": documents,
         }
+
+    @staticmethod
+    def _merge(result: SyncResult, source_id: str, outcome: SourceOutcome) -> None:
+        known = result.sources.get(source_id)
+        if known is None:
+            result.sources[source_id] = outcome
+        else:
+            known.ok = known.ok and outcome.ok
+            known.errors.extend(outcome.errors)
+            known.counters.add(outcome.counters)
+        result.counters.add(outcome.counters)
+
+    def _drain_queue(self, fetcher: PoliteFetcher, result: SyncResult) -> None:
+        """Re-sync the URLs webhooks and `resync` queued, then forget them (only after their
+        pages are committed: a crash leaves them queued)."""
+        queued = self.state.queued()
+        if not queued:
+            return
+        by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for item in queued:
+            by_source[item["source_id"]].append(item)
+        for source_id, items in by_source.items():
+            try:
+                source = self.config.source(source_id)
+            except ConfigError:
+                log.warning("queued work for unknown source %r dropped", source_id)
+                self.state.dequeue([item["id"] for item in items])
+                continue
+            urls = [item["url"] for item in items if item["url"]]
+            for item in items:
+                if item["record_id"]:  # an API record: its page, or a poll of the source
+                    document = self.state.document(f"{source_id}:id:{item['record_id']}")
+                    if document and document["extractor"] != "record":
+                        urls.append(document["canonical_url"])
+            if any(item["record_id"] for item in items) and source.kind == "http_api":
+                outcome = self._sync_source(source, fetcher, result.run_id, True)
+            else:
+                outcome = self._sync_source(source, fetcher, result.run_id, True, urls)
+            self._merge(result, source_id, outcome)
+            self.state.dequeue([item["id"] for item in items])
+
+    def owns(self, source: SourceConfig, url: str) -> bool:
+        """Whether ``url`` lies in ``source``'s scope: its include/exclude patterns, and its
+        hosts when it has no include pattern (what a webhook may ask ragsync to fetch)."""
+        try:
+            url = canonical_url(url, source.strip_params)
+        except ValueError:
+            return False
+        if not in_scope(url, source.include, source.exclude):
+            return False
+        if source.include:
+            return True
+        options = source.options
+        seeds = [getattr(options, "url", None), *getattr(options, "urls", ())]
+        hosts = {host_of(canonical_url(seed)) for seed in seeds if seed}
+        return not hosts or host_of(url) in hosts
+
+    def resync(self, urls: Sequence[str], *, source: str | None = None) -> SyncResult:
+        """Re-sync these URLs now, through the same queue the webhook receiver fills.
+
+        Raises:
+            ValueError: a URL lies outside every source's scope (or ``source``'s).
+        """
+        candidates = [self.config.source(source)] if source else list(self.config.sources)
+        plan: dict[str, list[str]] = defaultdict(list)
+        outside = []
+        for url in urls:
+            owner = next((s for s in candidates if self.owns(s, url)), None)
+            if owner is None:
+                outside.append(url)
+            else:
+                plan[owner.id].append(url)
+        if outside:
+            raise ValueError(
+                f"outside the scope of {source or 'every source'}: " + ", ".join(outside)
+            )
+        now = iso(self.clock())
+        for source_id, found in plan.items():
+            self.state.enqueue_targets(source_id, found, reason="resync", at=now)
+        return self.run(targeted_only=True)
+
+    async def aresync(self, urls: Sequence[str], *, source: str | None = None) -> SyncResult:
+        """:meth:`resync` in a worker thread (see :meth:`arun`)."""
+        return await asyncio.to_thread(self.resync, urls, source=source)
 
     def _check_collection_model(self) -> None:
         """Never mix the vectors of two models in one collection."""
@@ -647,7 +738,10 @@ class Syncer:
         fetcher: PoliteFetcher,
         run_id: str,
         revalidate_all: bool,
+        targets: list[str] | None = None,
     ) -> SourceOutcome:
+        """One source: discover and check its pages — or, with ``targets``, only those URLs
+        (targeted re-sync from a webhook or `ragsync resync`)."""
         outcome = SourceOutcome()
         counters = outcome.counters
         connector = source_class(source.kind)(source.options)
@@ -722,6 +816,12 @@ class Syncer:
         window = max(WINDOW_PAGES, self.config.fetch.concurrency * 2)
         seen: set[str] = set()
         with ThreadPoolExecutor(max_workers=self.config.fetch.concurrency) as pool:
+            if targets is not None:
+                found = [Candidate(url=url) for url in targets]
+                check(
+                    [(key, cand, False) for key, cand in self._candidates(source, found, ctx, seen)]
+                )
+                return outcome
             for listed, checkpoint in self._discover(source, connector.discover(ctx), ctx, seen):
                 counters.candidates_discovered += len(listed)
                 check([(key, cand, False) for key, cand in listed])
