@@ -31,3 +31,4 @@ clean:
 
 bench: $(STAMP)
 	$(BIN)/python eval/bench_core.py
+	$(BIN)/python eval/bench_webhooks.py

@@ -11,12 +11,13 @@ All SQL lives in this module, so another backend is an addition, not a rewrite.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import uuid
 import zlib
 from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -292,6 +293,27 @@ class StateDB:
     def close(self) -> None:
         self.db.close()
 
+    @contextlib.contextmanager
+    def write(self) -> Iterator[None]:
+        """A write transaction that takes SQLite's write lock up front (BEGIN IMMEDIATE).
+
+        A deferred transaction that reads, then writes, fails at once with "database is
+        locked" when another connection (the `serve` receiver, a second worker) wrote in
+        between; an immediate one waits for the lock instead. Nested use is a savepoint.
+        """
+        if self.db.conn.in_transaction:
+            with self.db.atomic():
+                yield
+            return
+        self.db.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.conn.rollback()
+            raise
+        else:
+            self.db.conn.execute("COMMIT")
+
     # -- schema -----------------------------------------------------------------------------
 
     def migrate(self) -> list[str]:
@@ -310,7 +332,7 @@ class StateDB:
         for name, migration in MIGRATIONS:
             if name in done:
                 continue
-            with self.db.atomic():
+            with self.write():  # one migration, one transaction
                 migration(self.db)
                 table.insert({"name": name, "applied_at": _now_sql(self.db)})
             applied.append(name)
@@ -341,7 +363,7 @@ class StateDB:
         fields: dict[str, Any] = {"last_checked_at": checked_at, "status": "active"}
         fields.update({k: v for k, v in validators.items() if v is not None})
         fields.update(missing_count=0, missing_since=None, missing_evidence=None)
-        with self.db.atomic():
+        with self.write():
             self.db.table("documents").update(doc_key, fields)
             self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])
 
@@ -368,7 +390,7 @@ class StateDB:
         ``attention`` (401/403: a person must act), ``refused`` (the page cannot be indexed as
         served) or ``missing`` (404/410 before the page was ever indexed).
         """
-        with self.db.atomic():
+        with self.write():
             row = self.attempt(doc_key)
             self.db.table("fetch_attempts").upsert(
                 {
@@ -405,7 +427,7 @@ class StateDB:
         self, doc_key: str, *, count: int, since: str, evidence: list[dict[str, Any]], at: str
     ) -> None:
         """Missing evidence against an indexed page: it stays retrievable (suspected_missing)."""
-        with self.db.atomic():
+        with self.write():
             self.db.table("documents").update(
                 doc_key,
                 {
@@ -424,7 +446,7 @@ class StateDB:
         return next(iter(self.db.query("select * from discovery_cache where url = ?", [url])), None)
 
     def put_discovery_entry(self, entry: dict[str, Any]) -> None:
-        with self.db.atomic():
+        with self.write():
             self.db.table("discovery_cache").upsert(entry, pk="url")
 
     def checkpoint(self, source_id: str) -> Any:
@@ -434,18 +456,18 @@ class StateDB:
 
     def save_checkpoint(self, source_id: str, checkpoint: Any, at: str) -> None:
         """Persist a source's continuation; call only after its documents are committed."""
-        with self.db.atomic():
+        with self.write():
             self.db.table("checkpoints").upsert(
                 {"source_id": source_id, "checkpoint": json.dumps(checkpoint), "updated_at": at},
                 pk="source_id",
             )
 
     def log_poll(self, entry: dict[str, Any]) -> int:
-        with self.db.atomic():
+        with self.write():
             return int(self.db.table("poll_log").insert(entry, pk="id").last_pk or 0)
 
     def update_poll(self, poll_id: int, fields: dict[str, Any]) -> None:
-        with self.db.atomic():
+        with self.write():
             self.db.table("poll_log").update(poll_id, fields)
 
     def polls(self, source_id: str) -> list[dict[str, Any]]:
@@ -465,7 +487,7 @@ class StateDB:
         record_ids: Sequence[str] = (),
     ) -> int | None:
         """Durably queue targeted re-syncs; None when ``delivery_id`` was seen before."""
-        with self.db.atomic():
+        with self.write():
             if delivery_id is not None:
                 sql = "select 1 from deliveries where delivery_id = ?"
                 if self.db.execute(sql, [f"{source_id}:{delivery_id}"]).fetchone():
@@ -508,7 +530,7 @@ class StateDB:
         return list(self.db.query("select * from queue order by id limit ?", [limit]))
 
     def dequeue(self, ids: Sequence[int]) -> None:
-        with self.db.atomic():
+        with self.write():
             for start in range(0, len(ids), 500):
                 batch = list(ids[start : start + 500])
                 marks = ",".join("?" * len(batch))
@@ -529,7 +551,7 @@ class StateDB:
 
     def prune_raw_bodies(self, before: str) -> int:
         """Forget raw bodies fetched before ``before`` (the retention window)."""
-        with self.db.atomic():
+        with self.write():
             cursor = self.db.execute("delete from raw_bodies where fetched_at < ?", [before])
         return cursor.rowcount
 
@@ -539,7 +561,7 @@ class StateDB:
         return row["model_id"] if row else None
 
     def record_collection(self, name: str, model_id: str, dimension: int, at: str) -> None:
-        with self.db.atomic():
+        with self.write():
             self.db.table("collections").upsert(
                 {"name": name, "model_id": model_id, "dimension": dimension, "created_at": at},
                 pk="name",
@@ -559,7 +581,7 @@ class StateDB:
         return list(self.db.query(sql, [now, limit]))
 
     def update_event(self, seq: int, fields: dict[str, Any]) -> None:
-        with self.db.atomic():
+        with self.write():
             self.db.table("outbox").update(seq, fields)
 
     def events(self, state: str | None = None) -> list[dict[str, Any]]:
@@ -570,7 +592,7 @@ class StateDB:
     def replay_events(self, *, event_id: str | None = None, dead: bool = False, at: str) -> int:
         """Make dead (or named) events pending again; returns how many."""
         where, args = ("state = 'dead'", []) if dead else ("event_id = ?", [event_id])
-        with self.db.atomic():
+        with self.write():
             cursor = self.db.execute(
                 f"update outbox set state = 'pending', attempts = 0, next_attempt_at = ?, "
                 f"last_error = null where {where}",
@@ -585,7 +607,7 @@ class StateDB:
         return {row["host"]: row["paused_until"] for row in self.db.table("hosts").rows}
 
     def pause_host(self, host: str, until: float, reason: str, at: str) -> None:
-        with self.db.atomic():
+        with self.write():
             self.db.table("hosts").upsert(
                 {"host": host, "paused_until": until, "reason": reason, "updated_at": at},
                 pk="host",
@@ -630,7 +652,7 @@ class StateDB:
             }
             for text_hash, vector in vectors.items()
         ]
-        with self.db.atomic():
+        with self.write():
             self.db.table("embedding_cache").insert_all(
                 rows, pk=("text_hash", "model_id"), replace=True
             )
@@ -667,7 +689,7 @@ class StateDB:
         leaves operations in the journal that the next run replays.
         """
         doc_key = document["doc_key"]
-        with self.db.atomic():
+        with self.write():
             self.db.table("documents").upsert(document, pk="doc_key")
             self.db.execute("delete from chunks where doc_key = ?", [doc_key])
             self.db.table("chunks").insert_all(
@@ -716,7 +738,7 @@ class StateDB:
         ]
 
     def add_alias(self, alias: dict[str, Any]) -> None:
-        with self.db.atomic():
+        with self.write():
             self.db.table("aliases").upsert(alias, pk="alias_key")
 
     def aliases(self, source_id: str) -> dict[str, str]:
@@ -726,7 +748,7 @@ class StateDB:
 
     def enqueue(self, ops: Sequence[dict[str, Any]]) -> None:
         """Add vector-store operations to the journal (one transaction)."""
-        with self.db.atomic():
+        with self.write():
             self.db.table("journal").insert_all(
                 ({**op, "payload": _json_or_none(op.get("payload"))} for op in ops), pk="seq"
             )
@@ -735,7 +757,7 @@ class StateDB:
         return self.db.execute("select count(*) from journal").fetchone()[0]
 
     def mark_done(self, seqs: Sequence[int]) -> None:
-        with self.db.atomic():
+        with self.write():
             for start in range(0, len(seqs), 500):
                 batch = list(seqs[start : start + 500])
                 marks = ",".join("?" * len(batch))
@@ -744,7 +766,7 @@ class StateDB:
     # -- runs -------------------------------------------------------------------------------
 
     def start_run(self, run_id: str, started_at: str) -> None:
-        with self.db.atomic():
+        with self.write():
             self.db.table("runs").insert(
                 {"run_id": run_id, "started_at": started_at, "status": "running"}, pk="run_id"
             )
@@ -752,7 +774,7 @@ class StateDB:
     def finish_run(
         self, run_id: str, *, finished_at: str, ok: bool, counters: dict, sources: dict
     ) -> None:
-        with self.db.atomic():
+        with self.write():
             self.db.table("runs").update(
                 run_id,
                 {
