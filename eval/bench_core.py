@@ -53,7 +53,10 @@ def main() -> None:
     site = DevSite(make_site_pages(options.pages))
     base = site.start()
     config = work / "ragsync.toml"
-    config.write_text(f'[[sources]]\nid = "docs"\nkind = "sitemap"\nurl = "{base}/sitemap.xml"\n')
+    # every = "0s": each run revalidates every page (what this comparison measures)
+    config.write_text(
+        f'[[sources]]\nid = "docs"\nkind = "sitemap"\nevery = "0s"\nurl = "{base}/sitemap.xml"\n'
+    )
     ragsync = ["-m", "ragsync", "run", "--json", "--config", str(config)]
     naive = [str(HERE / "naive.py"), f"{base}/sitemap.xml", str(work / "naive-qdrant")]
     rows: list[dict] = []

@@ -30,7 +30,7 @@ def main() -> None:
         sys.exit(f"cannot serve the example site on 127.0.0.1:{PORT}: {exc}")
     try:
         ragsync("run")  # first sync: fetch, extract, chunk, embed, write
-        ragsync("run")  # nothing changed: 304s only
+        ragsync("run", "--all")  # revalidate everything now: nothing changed, 304s only
         ragsync("search", "how do I rotate a key that leaked?", "-k", "3")
     finally:
         site.stop()

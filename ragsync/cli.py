@@ -96,14 +96,37 @@ def init(path: str, force: bool) -> None:
     "--all",
     "revalidate_all",
     is_flag=True,
-    help="Also request pages held back (retry not due, dead letter, needs attention).",
+    help="Everything now: sources and pages not yet due, and pages held back (retry not "
+    "due, dead letter, needs attention).",
 )
 @click.option("--source", "source_id", help="Only this source id.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON on stdout.")
+@click.option("--watch", is_flag=True, help="Stay up: run whatever falls due, until stopped.")
 @_errors_to_exit_codes
-def run(config_path: str, revalidate_all: bool, source_id: str | None, as_json: bool) -> None:
-    """One sync pass over the configured sources, then exit."""
+def run(
+    config_path: str, revalidate_all: bool, source_id: str | None, as_json: bool, watch: bool
+) -> None:
+    """One sync pass over what is due (then exit), or --watch to keep going."""
     from ragsync.sync import Syncer
+
+    if watch:
+        import signal
+        import threading
+
+        stop = threading.Event()
+
+        def request_stop(signum: int, frame: Any) -> None:
+            stop.set()
+            raise KeyboardInterrupt  # abandons a pass in flight; the journal makes it safe
+
+        signal.signal(signal.SIGTERM, request_stop)
+        signal.signal(signal.SIGINT, request_stop)
+        with Syncer.from_config(config_path) as syncer:
+            try:
+                syncer.watch(stop=stop)
+            except KeyboardInterrupt:
+                click.echo("ragsync: stopped", err=True)
+        return
 
     progress = _progress()
     try:

@@ -152,8 +152,10 @@ class SourceConfig:
 
     id: str
     kind: str
-    every: float = duration("1h")
-    cron: str | None = None
+    every: float = duration("1h")  # how often the source is due (its listing is read) …
+    cron: str | None = None  # … or a cron expression instead
+    min_interval: float | None = field(default=None, metadata={"duration": True})  # = every
+    max_interval: float = duration("24h")  # adaptive per-page revisit bounds
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     strip_params: tuple[str, ...] = ()  # extra query parameters (globs) left out of identity
@@ -365,6 +367,13 @@ class _Reader:
             if key not in option_names:
                 self.unknown(f"{where}.{key}", option_names | _SOURCE_COMMON)
         source = self.dataclass(SourceConfig, common, where, skip={"options"})
+        if source.cron:
+            from ragsync.schedule import validate_cron
+
+            try:
+                validate_cron(source.cron)
+            except ValueError as exc:
+                self.fail(f"{where}.cron", str(exc))
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", source.id):
             self.fail(f"{where}.id", "use only letters, digits, '-', '_' and '.'")
         options = self.dataclass(options_cls, specific, where)

@@ -191,6 +191,8 @@ class Counters:
     fetch_errors: int = 0
     robots_disallowed: int = 0
     held_back: int = 0  # not requested: retry not yet due, dead letter or needs attention
+    not_due: int = 0  # not requested: the page's adaptive revisit time has not come
+    sources_not_due: int = 0  # sources skipped: their cadence (every / cron) has not come
     deferred: int = 0  # not requested: the host is paused (Retry-After) past max_pause_wait
     retries_scheduled: int = 0
     parse_failures: int = 0

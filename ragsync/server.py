@@ -23,7 +23,6 @@ import json
 import logging
 import signal
 import threading
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -47,7 +46,7 @@ MAX_BODY = 1024 * 1024
 
 @dataclass
 class Worker:
-    """The sync loop of `serve`: drains targeted work at once, runs every source on cadence."""
+    """The sync loop of `serve`: a pass whenever something is due (targeted work at once)."""
 
     config: Config
     wake: threading.Event = field(default_factory=threading.Event)
@@ -57,21 +56,16 @@ class Worker:
     runs: int = 0
 
     def loop(self) -> None:
-        cadence = min(source.every for source in self.config.sources)
-        next_full = 0.0
         with Syncer(self.config) as syncer:
             while not self.stop.is_set():
-                full = time.monotonic() >= next_full
-                if full or syncer.state.queue_depth():
+                if syncer.due_now():  # targeted work first, then due sources and pages
                     try:
-                        result = syncer.run(targeted_only=not full)
+                        result = syncer.run()
                         self.counters.add(result.counters)
                         self.last_ok, self.runs = result.ok, self.runs + 1
                     except Exception:  # the daemon outlives one failed pass; it is logged
                         log.exception("sync pass failed")
                         self.last_ok = False
-                    if full:
-                        next_full = time.monotonic() + cadence
                 self.wake.wait(timeout=1.0)
                 self.wake.clear()
 

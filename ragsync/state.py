@@ -248,6 +248,14 @@ def _m006_targeted_queue(db: Database) -> None:
     )
 
 
+def _m007_schedule(db: Database) -> None:
+    db.table("documents").add_column("check_interval", float)
+    db.table("documents").create_index(["source_id", "next_check_at"])
+    db.table("schedule").create(
+        {"source_id": str, "last_run_at": str, "next_run_at": str}, pk="source_id"
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_initial", _m001_initial),
     ("002_failures_and_deletion", _m002_failures_and_deletion),
@@ -255,6 +263,7 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("004_outbox", _m004_outbox),
     ("005_bodies_and_collections", _m005_bodies_and_collections),
     ("006_targeted_queue", _m006_targeted_queue),
+    ("007_schedule", _m007_schedule),
 )
 
 
@@ -350,12 +359,45 @@ class StateDB:
         sql = "select * from documents where source_id = ? order by doc_key"
         return list(self.db.query(sql, [source_id]))
 
-    def lastmod_hints(self, source_id: str) -> dict[str, str | None]:
-        """``{doc_key: the lastmod the listing gave when the page was last checked}``."""
-        sql = "select doc_key, lastmod_hint from documents where source_id = ?"
-        return {row["doc_key"]: row["lastmod_hint"] for row in self.db.query(sql, [source_id])}
+    def source_next_run(self, source_id: str) -> str | None:
+        sql = "select next_run_at from schedule where source_id = ?"
+        row = self.db.execute(sql, [source_id]).fetchone()
+        return row[0] if row else None
 
-    def mark_checked(self, doc_key: str, checked_at: str, **validators: str | None) -> None:
+    def record_source_run(self, source_id: str, last_run_at: str, next_run_at: str) -> None:
+        with self.write():
+            self.db.table("schedule").upsert(
+                {"source_id": source_id, "last_run_at": last_run_at, "next_run_at": next_run_at},
+                pk="source_id",
+            )
+
+    def due_info(self, source_id: str) -> dict[str, tuple[str | None, str | None]]:
+        """``{doc_key: (next_check_at, lastmod_hint)}`` for one source."""
+        sql = "select doc_key, next_check_at, lastmod_hint from documents where source_id = ?"
+        return {
+            r["doc_key"]: (r["next_check_at"], r["lastmod_hint"])
+            for r in self.db.query(sql, [source_id])
+        }
+
+    def due_documents(self, source_id: str, now: str) -> list[tuple[str, str]]:
+        """``[(doc_key, url)]`` of pages whose revisit time has come (records that carry
+        their own content are refreshed by their API, not by a fetch)."""
+        sql = (
+            "select doc_key, canonical_url from documents where source_id = ? and "
+            "status != 'tombstoned' and extractor != 'record' and next_check_at <= ?"
+        )
+        return [(r["doc_key"], r["canonical_url"]) for r in self.db.query(sql, [source_id, now])]
+
+    def next_due(self) -> str | None:
+        """The earliest time anything is due: a source, a page check or a retry."""
+        sql = (
+            "select min(t) from (select min(next_run_at) as t from schedule "
+            "union all select min(next_check_at) from documents where status != 'tombstoned' "
+            "union all select min(next_retry_at) from fetch_attempts where state = 'retrying')"
+        )
+        return self.db.execute(sql).fetchone()[0]
+
+    def mark_checked(self, doc_key: str, checked_at: str, **validators: Any) -> None:
         """A revalidation found no change (304 or same hash): only timestamps/validators move.
 
         The page answered, so any missing evidence against it is cleared.

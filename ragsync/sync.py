@@ -72,6 +72,7 @@ from ragsync.progress import LogProgress, Progress
 from ragsync.protocols import VectorStore
 from ragsync.registry import source_class, store_class
 from ragsync.robots import RobotsPolicy
+from ragsync.schedule import next_interval, next_source_run
 from ragsync.state import StateDB
 from ragsync.urls import canonical_url, host_of, in_scope
 from ragsync.verify import VerifyReport, compare
@@ -94,6 +95,21 @@ JOURNAL_BATCH = 256
 EVENTS_DEADLINE = 15.0  # seconds `run` spends delivering due events before it exits
 WINDOW_PAGES = 64  # pages fetched, then embedded and committed together
 EMBED_CALL_BATCHES = 4  # model batches per embed call (and per cache flush)
+
+
+def _page_due(
+    item: tuple[str, Candidate, bool], info: dict[str, tuple[str | None, str | None]], now: str
+) -> bool:
+    """A page is due when new, when its adaptive revisit time has come, or when the listing's
+    lastmod moved since it was last checked (a hint that may bring a check forward, never
+    one that skips it)."""
+    key, candidate, _ = item
+    if key not in info:
+        return True
+    next_check_at, lastmod_hint = info[key]
+    if next_check_at is None or next_check_at <= now:
+        return True
+    return bool(candidate.lastmod and candidate.lastmod > (lastmod_hint or ""))
 
 
 def _epoch(timestamp: str | None) -> float | None:
@@ -262,8 +278,22 @@ class Syncer:
             result.counters.add(replayed)
             self._drain_queue(fetcher, result)  # targeted work first
             for source_config in [] if targeted_only else sources:
+                begun = self.clock()
+                if not revalidate_all and not self._source_due(source_config, begun):
+                    # Its listing is not due; pages whose own revisit time came still are.
+                    known = self.state.due_documents(source_config.id, iso(begun))
+                    if not known:
+                        result.counters.sources_not_due += 1
+                        continue
+                    outcome = self._sync_source(
+                        source_config, fetcher, result.run_id, False, known=known
+                    )
+                    self._merge(result, source_config.id, outcome)
+                    continue
                 outcome = self._sync_source(source_config, fetcher, result.run_id, revalidate_all)
                 self._merge(result, source_config.id, outcome)
+                due = next_source_run(begun, every=source_config.every, cron=source_config.cron)
+                self.state.record_source_run(source_config.id, iso(begun), iso(due))
             result.ok = all(outcome.ok for outcome in result.sources.values())
             if dispatcher is not None:
                 result.counters.events_delivered = dispatcher.deliver_due(EVENTS_DEADLINE)
@@ -336,6 +366,37 @@ class Syncer:
             "embedding": {"texts": counting.texts, "tokens": counting.tokens},
             "documents": documents,
         }
+
+    def due_now(self) -> bool:
+        """Whether a pass would do anything now (targeted work, a due source or page)."""
+        now = self.clock()
+        if self.state.queue_depth():
+            return True
+        if any(self._source_due(source, now) for source in self.config.sources):
+            return True
+        next_due = self.state.next_due()
+        return next_due is not None and next_due <= iso(now)
+
+    def _source_due(self, source: SourceConfig, now: datetime) -> bool:
+        next_run = self.state.source_next_run(source.id)
+        return next_run is None or next_run <= iso(now)
+
+    def watch(self, *, stop: threading.Event | None = None, max_sleep: float = 300.0) -> None:
+        """Run, then sleep until the next due item (a source, a page, a retry); repeat until
+        ``stop`` is set. A signal that interrupts a pass abandons it safely: the next pass
+        replays the journal first."""
+        stop = stop or threading.Event()
+        while not stop.is_set():
+            self.run()
+            next_due = self.state.next_due()
+            wait = max_sleep
+            if next_due:
+                moment = datetime.fromisoformat(next_due.replace("Z", "+00:00"))
+                wait = min(max_sleep, max(1.0, (moment - self.clock()).total_seconds()))
+            if self.state.queue_depth():
+                wait = 1.0
+            log.info("next pass in %.0f s", wait)
+            stop.wait(wait)
 
     @staticmethod
     def _merge(result: SyncResult, source_id: str, outcome: SourceOutcome) -> None:
@@ -739,6 +800,7 @@ class Syncer:
         run_id: str,
         revalidate_all: bool,
         targets: list[str] | None = None,
+        known: list[tuple[str, str]] | None = None,
     ) -> SourceOutcome:
         """One source: discover and check its pages — or, with ``targets``, only those URLs
         (targeted re-sync from a webhook or `ragsync resync`)."""
@@ -797,9 +859,13 @@ class Syncer:
 
         def check(work: list[tuple[str, Candidate, bool]]) -> None:
             if not revalidate_all:
-                held = self.state.held_back(source.id, iso(self.clock()))
+                now = iso(self.clock())
+                held = self.state.held_back(source.id, now)
                 counters.held_back += sum(key in held for key, _, _ in work)
-                work = [item for item in work if item[0] not in held]
+                info = self.state.due_info(source.id)
+                due = [item for item in work if item[0] not in held and _page_due(item, info, now)]
+                counters.not_due += len(work) - len(due) - sum(key in held for key, _, _ in work)
+                work = due
             for start in range(0, len(work), window):
                 batch = [
                     (key, cand, unlisted, self.state.document(key))
@@ -816,6 +882,9 @@ class Syncer:
         window = max(WINDOW_PAGES, self.config.fetch.concurrency * 2)
         seen: set[str] = set()
         with ThreadPoolExecutor(max_workers=self.config.fetch.concurrency) as pool:
+            if known is not None:  # due pages of a source whose listing is not due
+                check([(key, Candidate(url=url), False) for key, url in known])
+                return outcome
             if targets is not None:
                 found = [Candidate(url=url) for url in targets]
                 check(
@@ -886,11 +955,11 @@ class Syncer:
             unique[key] = Candidate(url=url, lastmod=candidate.lastmod, priority=candidate.priority)
         # Work order: new pages and pages whose lastmod moved first (lastmod is a hint for
         # ordering only: every listed page is revalidated all the same), then newest lastmod.
-        hints = self.state.lastmod_hints(source.id)
+        info = self.state.due_info(source.id)
 
         def order(item: tuple[str, Candidate]) -> tuple[float, bool, str]:
             key, candidate = item
-            moved = key not in hints or (candidate.lastmod or "") > (hints[key] or "")
+            moved = key not in info or (candidate.lastmod or "") > (info[key][1] or "")
             return candidate.priority, moved, candidate.lastmod or ""
 
         return sorted(unique.items(), key=order, reverse=True)
@@ -1030,12 +1099,18 @@ class Syncer:
             elif page.kind == "missing":
                 self._record_missing(source, page, page.reason, now, run_id, counters)
             elif page.kind == "not_modified":
-                self.state.mark_checked(page.doc_key, now, lastmod_hint=page.candidate.lastmod)
+                self.state.mark_checked(
+                    page.doc_key,
+                    now,
+                    lastmod_hint=page.candidate.lastmod,
+                    **self._revisit(source, page, changed=False),
+                )
             elif page.kind == "unchanged":
                 self.state.mark_checked(
                     page.doc_key,
                     now,
                     lastmod_hint=page.candidate.lastmod,
+                    **self._revisit(source, page, changed=False),
                     **self._validators(page),
                 )
             elif page.kind == "changed":
@@ -1107,6 +1182,24 @@ class Syncer:
         self._tombstone(
             source, old, f"moved to {page.url}", evidence, now, run_id, counters, aliases=[alias]
         )
+
+    def _revisit(self, source: SourceConfig, page: _Page, *, changed: bool) -> dict[str, Any]:
+        """When to check this page again: sooner after a change, later after none."""
+        previous = page.document["check_interval"] if page.document else None
+        longest = source.max_interval
+        shortest = min(
+            source.every if source.min_interval is None else source.min_interval, longest
+        )
+        interval = next_interval(
+            previous,
+            changed=changed,
+            initial=min(max(source.every, shortest), longest),
+            min_interval=shortest,
+            max_interval=longest,
+            draw=self._random.random(),
+        )
+        due = self.clock() + timedelta(seconds=interval)
+        return {"check_interval": interval, "next_check_at": iso(due)}
 
     @staticmethod
     def _count_response(page: _Page, counters: Counters) -> None:
@@ -1206,6 +1299,7 @@ class Syncer:
             "missing_evidence": None,
             "tombstoned_at": None,
             "tombstone_reason": None,
+            **self._revisit(source, page, changed=True),
         }
         model_id = self.model_id
         ops: list[dict[str, Any]] = []

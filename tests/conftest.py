@@ -107,7 +107,8 @@ def make_config(tmp_path: Path, sources: list[dict[str, Any]], **tables: Any):
     data = {
         "state": {"path": str(tmp_path / "state.db")},
         "store": {"path": str(tmp_path / "qdrant"), "collection": "test"},
-        "sources": sources,
+        # Due on every run unless a test says otherwise: most tests revalidate on each run.
+        "sources": [{"every": "0s", **source} for source in sources],
         **tables,
     }
     return config_from_mapping(data, base_dir=tmp_path)

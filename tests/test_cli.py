@@ -21,7 +21,8 @@ def cli(*args, config):
 def test_run_json_parses_and_its_counters_match_what_happened(tmp_path, site):
     config = tmp_path / "ragsync.toml"
     config.write_text(
-        f'[[sources]]\nid = "docs"\nkind = "sitemap"\nurl = "{site.base_url}/sitemap.xml"\n'
+        f'[[sources]]\nid = "docs"\nkind = "sitemap"\nevery = "0s"\n'
+        f'url = "{site.base_url}/sitemap.xml"\n'
     )
     first = cli("run", "--json", config=config)
     assert first.returncode == 0, first.stderr
@@ -84,7 +85,8 @@ def test_unknown_source_is_a_usage_error(tmp_path, site):
 def test_a_run_that_embeds_nothing_never_imports_the_model_stack(tmp_path, site):
     config = tmp_path / "ragsync.toml"
     config.write_text(
-        f'[[sources]]\nid = "docs"\nkind = "sitemap"\nurl = "{site.base_url}/sitemap.xml"\n'
+        f'[[sources]]\nid = "docs"\nkind = "sitemap"\nevery = "0s"\n'
+        f'url = "{site.base_url}/sitemap.xml"\n'
     )
     assert cli("run", config=config).returncode == 0
     probe = (

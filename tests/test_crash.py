@@ -35,6 +35,7 @@ concurrency = 4
 [[sources]]
 id = "docs"
 kind = "sitemap"
+every = "0s"
 url = "{base}/sitemap.xml"
 """
 

@@ -127,7 +127,8 @@ def test_progress_bars_on_a_terminal_never_mix_with_json(tmp_path, site):
 
     config = tmp_path / "ragsync.toml"
     config.write_text(
-        f'[[sources]]\nid = "docs"\nkind = "sitemap"\nurl = "{site.base_url}/sitemap.xml"\n'
+        f'[[sources]]\nid = "docs"\nkind = "sitemap"\nevery = "0s"\n'
+        f'url = "{site.base_url}/sitemap.xml"\n'
     )
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
