@@ -183,7 +183,19 @@ class QdrantStore:
             if offset is None:
                 return
 
-    def count(self) -> int:
+    def count(self, source: str | None = None) -> int:
+        """Points in the collection (of one source when ``source`` is given)."""
+        from qdrant_client import models
+
         if not self.exists():
             return 0
-        return int(self.client.count(self.collection, exact=True).count)
+        count_filter = None
+        if source:
+            count_filter = models.Filter(
+                must=[
+                    models.FieldCondition(
+                        key="metadata.source", match=models.MatchValue(value=source)
+                    )
+                ]
+            )
+        return int(self.client.count(self.collection, count_filter=count_filter, exact=True).count)

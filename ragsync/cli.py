@@ -182,6 +182,12 @@ def status(config_path: str, as_json: bool) -> None:
         click.echo(f"last run {last['run_id']} ({last['finished_at']}): {outcome}")
     else:
         click.echo("no run yet: `ragsync run` starts the first sync")
+    points = report["points_in_store"]
+    points_text = "unavailable (the store is in use)" if points is None else str(points)
+    click.echo(
+        f"points in the store: {points_text}; schedule lag: {report['lag_seconds']:.0f} s; "
+        f"targeted queue: {report['queue_depth']}"
+    )
     if report["pending_journal"]:
         click.echo(f"journal: {report['pending_journal']} operations pending (next run applies)")
     for host, until in report["host_pauses"].items():
@@ -192,7 +198,10 @@ def status(config_path: str, as_json: bool) -> None:
         docs = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in s["documents"].items())
         click.echo(f"\n[{source_id}] {s['kind']}: {docs}")
         if s["oldest_check"]:
-            click.echo(f"  oldest check: {s['oldest_check']}")
+            click.echo(
+                f"  oldest check: {s['oldest_check']}; lag {s['lag_seconds']:.0f} s; "
+                f"points in the store: {s.get('points_in_store', '—')}"
+            )
         if "polls" in s:
             last = s["polls"]["last"]
             click.echo(

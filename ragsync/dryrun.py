@@ -64,7 +64,7 @@ class NullStore:
     def points(self, *, with_vectors: bool = False) -> Iterator[tuple[str, dict, Any]]:
         return iter(())
 
-    def count(self) -> int:
+    def count(self, source: str | None = None) -> int:
         return 0
 
     def close(self) -> None:

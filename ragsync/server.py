@@ -166,7 +166,8 @@ def create_app(config: Config, worker: Worker | None = None) -> Starlette:
         return PlainTextResponse(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     async def status(request: Request) -> Response:
-        return JSONResponse(reader.status())
+        # The sync worker owns the store: the daemon's status does not open it.
+        return JSONResponse(reader.status(count_points=False))
 
     thread: dict[str, Any] = {}
 

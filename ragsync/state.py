@@ -388,6 +388,15 @@ class StateDB:
         )
         return [(r["doc_key"], r["canonical_url"]) for r in self.db.query(sql, [source_id, now])]
 
+    def oldest_due(self, now: str, source_id: str | None = None) -> str | None:
+        """The earliest revisit time already passed (the lag of the schedule), if any."""
+        sql = (
+            "select min(next_check_at) from documents where status != 'tombstoned' and "
+            "next_check_at <= ?" + (" and source_id = ?" if source_id else "")
+        )
+        args = [now, source_id] if source_id else [now]
+        return self.db.execute(sql, args).fetchone()[0]
+
     def next_due(self) -> str | None:
         """The earliest time anything is due: a source, a page check or a retry."""
         sql = (

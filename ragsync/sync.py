@@ -648,7 +648,7 @@ class Syncer:
         finally:
             self._close_store()
 
-    def status(self) -> dict[str, Any]:
+    def status(self, *, count_points: bool = True) -> dict[str, Any]:
         """Per source: documents by state, what is failing (since when, why), the dead letter
         and the attention list; plus the last run, pending journal work and host pauses.
 
@@ -677,6 +677,7 @@ class Syncer:
             documents.update(counts.get(source.id, {}))
             sources[source.id] = {
                 "kind": source.kind,
+                "lag_seconds": self._lag(source.id),
                 "documents": documents,
                 "failing": {state: len(items) for state, items in sorted(lists.items())},
                 "retrying": lists["retrying"],
@@ -697,8 +698,21 @@ class Syncer:
                 }
         last = self.state.last_run()
         now = time.time()
+        points: int | None = None
+        if count_points:
+            try:
+                points = self.store.count()
+                for source_id, entry in sources.items():
+                    entry["points_in_store"] = self.store.count(source=source_id)
+            except StoreError:  # e.g. a local store held by a running `serve`
+                points = None
+            finally:
+                self._close_store()
         return {
             "sources": sources,
+            "lag_seconds": self._lag(None),  # how overdue the most overdue page check is
+            "queue_depth": self.state.queue_depth(),
+            "points_in_store": points,
             "last_run": None
             if last is None
             else {
@@ -715,6 +729,13 @@ class Syncer:
                 if until > now
             },
         }
+
+    def _lag(self, source_id: str | None) -> float:
+        oldest_due = self.state.oldest_due(iso(self.clock()), source_id)
+        if not oldest_due:
+            return 0.0
+        moment = datetime.fromisoformat(oldest_due.replace("Z", "+00:00"))
+        return round(max(0.0, (self.clock() - moment).total_seconds()), 1)
 
     def verify(self, *, repair: bool = False) -> VerifyReport:
         """Compare the state DB with the vector store; with ``repair``, make the store match.

@@ -82,3 +82,34 @@ def test_cron_line_and_systemd_units_run_a_real_sync(tmp_path, site):
             timeout=180,
         )
         assert proc.returncode == 0 and proc.stderr == "", proc.stderr  # -q: quiet on success
+
+
+def test_cms_webhook_example_is_accepted_once(tmp_path, site, monkeypatch):
+    import base64
+
+    from starlette.testclient import TestClient
+
+    from ragsync.config import load_config
+    from ragsync.server import Worker, create_app
+
+    secret = "whsec_" + base64.b64encode(b"cms example secret, 32 bytes ok!").decode()
+    monkeypatch.setenv("DOCS_HOOK_SECRET", secret)
+    config_path = tmp_path / "ragsync.toml"
+    config_path.write_text(
+        f'[[sources]]\nid = "docs"\nkind = "sitemap"\nurl = "{site.base_url}/sitemap.xml"\n'
+        'webhook_secret = "${DOCS_HOOK_SECRET}"\n'
+    )
+    config = load_config(config_path)
+    worker = Worker(config)
+    worker.stop.set()  # the receiver alone
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    cms = importlib.import_module("cms_webhook")
+    with TestClient(create_app(config, worker)) as client:
+        first = cms.send(
+            "/hooks/docs", secret, [site.base_url + "/guide/page-1"], client=client, msg_id="msg_1"
+        )
+        again = cms.send(
+            "/hooks/docs", secret, [site.base_url + "/guide/page-1"], client=client, msg_id="msg_1"
+        )
+    assert (first.status_code, first.json()) == (202, {"queued": 1})
+    assert again.status_code == 200 and again.json()["duplicate"] is True

@@ -103,6 +103,8 @@ def test_status_lists_what_fails_since_when_and_why(tmp_path, embedder):
         assert dead["reason"] == "HTTP 502" and dead["since"]
         assert docs["needs_attention"][0]["url"].endswith("/locked")
         assert status["last_run"]["ok"] is False
+        assert docs["points_in_store"] == status["points_in_store"] > 0
+        assert docs["lag_seconds"] == 0.0
         human = subprocess.run(
             [sys.executable, "-m", "ragsync", "status", "-c", str(config)],
             capture_output=True,
