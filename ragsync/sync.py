@@ -94,7 +94,7 @@ PageKind = Literal[
 JOURNAL_BATCH = 256
 EVENTS_DEADLINE = 15.0  # seconds `run` spends delivering due events before it exits
 WINDOW_PAGES = 64  # pages fetched, then embedded and committed together
-EMBED_CALL_BATCHES = 4  # model batches per embed call (and per cache flush)
+EMBED_CALL_BATCHES = 16  # model batches per embed call (and per cache flush)
 
 
 def _page_due(

@@ -27,7 +27,7 @@ path = "qdrant"
 collection = "crash"
 
 [embedder]
-batch_size = 8
+batch_size = 2
 
 [fetch]
 concurrency = 4
