@@ -128,17 +128,33 @@ def run(
                 click.echo("ragsync: stopped", err=True)
         return
 
-    progress = _progress()
-    try:
-        with Syncer.from_config(config_path, progress=progress) as syncer:
-            result = syncer.run(source=source_id, revalidate_all=revalidate_all)
-    finally:
-        progress.close()
+    _with_progress(
+        config_path,
+        lambda syncer: syncer.run(source=source_id, revalidate_all=revalidate_all),
+        as_json,
+    )
+
+
+def _report(result: Any, as_json: bool) -> None:
+    """Print a run report (JSON on stdout, or the summary on stderr) and exit 0 or 1."""
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
         _print_report(result.to_dict())
     sys.exit(0 if result.ok else 1)
+
+
+def _with_progress(config_path: str, action: Callable[[Any], Any], as_json: bool) -> None:
+    """Open the syncer with progress display, run ``action(syncer)``, report the result."""
+    from ragsync.sync import Syncer
+
+    progress = _progress()
+    try:
+        with Syncer.from_config(config_path, progress=progress) as syncer:
+            result = action(syncer)
+    finally:
+        progress.close()
+    _report(result, as_json)
 
 
 def _quiet() -> bool:
@@ -278,19 +294,12 @@ def plan(config_path: str, source_id: str | None, revalidate_all: bool, as_json:
 @_errors_to_exit_codes
 def reindex(config_path: str, source_id: str | None, same_collection: bool, as_json: bool) -> None:
     """Re-extract, re-chunk, re-embed from retained bodies: no network, only new texts."""
-    from ragsync.sync import Syncer
 
-    progress = _progress()
-    try:
-        with Syncer.from_config(config_path, progress=progress) as syncer:
-            result = syncer.reindex(source=source_id, same_collection=same_collection)
-    finally:
-        progress.close()
-    if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
-    else:
-        _print_report(result.to_dict())
-    sys.exit(0 if result.ok else 1)
+    _with_progress(
+        config_path,
+        lambda syncer: syncer.reindex(source=source_id, same_collection=same_collection),
+        as_json,
+    )
 
 
 @main.command()
@@ -451,11 +460,7 @@ def resync(config_path: str, urls: tuple[str, ...], source_id: str | None, as_js
         except ValueError as exc:
             click.echo(f"ragsync: {exc}", err=True)
             sys.exit(2)
-    if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
-    else:
-        _print_report(result.to_dict())
-    sys.exit(0 if result.ok else 1)
+    _report(result, as_json)
 
 
 @main.command()

@@ -304,14 +304,7 @@ class Syncer:
                 dispatcher.close()
             plain.close()
             self._close_store()
-            result.finished_at = iso(self.clock())
-            self.state.finish_run(
-                result.run_id,
-                finished_at=result.finished_at,
-                ok=result.ok,
-                counters=result.counters.as_dict(),
-                sources=result.to_dict()["sources"],
-            )
+            self._finish_run(result)
         return result
 
     def plan(self, *, source: str | None = None, revalidate_all: bool = False) -> dict[str, Any]:
@@ -482,6 +475,16 @@ class Syncer:
         """:meth:`resync` in a worker thread (see :meth:`arun`)."""
         return await asyncio.to_thread(self.resync, urls, source=source)
 
+    def _finish_run(self, result: SyncResult) -> None:
+        result.finished_at = iso(self.clock())
+        self.state.finish_run(
+            result.run_id,
+            finished_at=result.finished_at,
+            ok=result.ok,
+            counters=result.counters.as_dict(),
+            sources=result.to_dict()["sources"],
+        )
+
     def _check_collection_model(self) -> None:
         """Never mix the vectors of two models in one collection."""
         name = self.config.store.collection
@@ -539,14 +542,7 @@ class Syncer:
             result.ok = all(o.ok for o in result.sources.values())
         finally:
             self._close_store()
-            result.finished_at = iso(self.clock())
-            self.state.finish_run(
-                result.run_id,
-                finished_at=result.finished_at,
-                ok=result.ok,
-                counters=result.counters.as_dict(),
-                sources=result.to_dict()["sources"],
-            )
+            self._finish_run(result)
         return result
 
     def _reindex_page(self, document: dict[str, Any]) -> _Page | None:
