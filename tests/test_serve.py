@@ -61,7 +61,6 @@ def client(tmp_path, monkeypatch, site):
     worker = Worker(config)
     worker.stop.set()  # no sync loop: these tests look at the receiver alone
     with TestClient(create_app(config, worker)) as test_client:
-        test_client.state_db = create_app.__globals__["Syncer"](config).state
         yield test_client, site
 
 
