@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from connectors.xmlsafety import refuse_entities
-from ragsync.errors import ConfigError, FetchError
+from ragsync.errors import FetchError
 from ragsync.models import Candidate, Checkpoint
 from ragsync.protocols import DiscoveryContext
+from ragsync.urls import require_http_url
 
 MAX_REMEMBERED_IDS = 1000
 
@@ -77,8 +78,7 @@ class FeedSource:
 
     @classmethod
     def validate(cls, options: FeedOptions) -> None:
-        if not options.url.startswith(("http://", "https://")):
-            raise ConfigError(f"must be an http(s) URL, got {options.url!r}", key="url")
+        require_http_url(options.url, "url")
 
     def __init__(self, options: FeedOptions):
         self.options = options

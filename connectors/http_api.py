@@ -26,6 +26,7 @@ from ragsync.config import duration
 from ragsync.errors import ConfigError, FetchError
 from ragsync.models import Candidate, Checkpoint
 from ragsync.protocols import DiscoveryContext
+from ragsync.urls import require_http_url
 
 log = logging.getLogger("ragsync")
 EPOCH = "1970-01-01T00:00:00Z"
@@ -108,8 +109,7 @@ class HttpApiSource:
 
     @classmethod
     def validate(cls, options: HttpApiOptions) -> None:
-        if not options.url.startswith(("http://", "https://")):
-            raise ConfigError(f"must be an http(s) URL, got {options.url!r}", key="url")
+        require_http_url(options.url, "url")
         if not options.url_field and not options.content_fields:
             raise ConfigError(
                 "give `url_field` (fetch each record's page) or `content_fields` (index the "
@@ -139,17 +139,21 @@ class HttpApiSource:
         if poll_id is None:
             poll_id = ctx.poll_started(*window)
         records = truncated = 0
+
+        def failed(reason: str, where: str) -> None:
+            ctx.warn(f"api {where}: {reason}")
+            ctx.poll_finished(
+                poll_id,
+                outcome="failed",
+                pages=pages,
+                records=records,
+                truncated=truncated,
+                error=reason,
+            )
+
         while url:
             if pages >= options.max_pages:
-                ctx.warn(f"api {options.url}: stopped after max_pages={options.max_pages}")
-                ctx.poll_finished(
-                    poll_id,
-                    outcome="failed",
-                    pages=pages,
-                    records=records,
-                    truncated=truncated,
-                    error="max_pages reached",
-                )
+                failed(f"stopped after max_pages={options.max_pages}", options.url)
                 return
             try:
                 response = ctx.get(url)
@@ -162,28 +166,11 @@ class HttpApiSource:
                     )
                 data = json.loads(response.body)
             except (FetchError, ValueError) as exc:
-                reason = exc.reason if isinstance(exc, FetchError) else f"invalid JSON: {exc}"
-                ctx.warn(f"api {url}: {reason}")
-                ctx.poll_finished(
-                    poll_id,
-                    outcome="failed",
-                    pages=pages,
-                    records=records,
-                    truncated=truncated,
-                    error=reason,
-                )
+                failed(exc.reason if isinstance(exc, FetchError) else f"invalid JSON: {exc}", url)
                 return
             items = dotted(data, options.items) if isinstance(data, dict) else data
             if not isinstance(items, list):
-                ctx.warn(f"api {url}: no list at {options.items!r}")
-                ctx.poll_finished(
-                    poll_id,
-                    outcome="failed",
-                    pages=pages,
-                    records=records,
-                    truncated=truncated,
-                    error=f"no list at {options.items!r}",
-                )
+                failed(f"no list at {options.items!r}", url)
                 return
             pages += 1
             records += len(items)

@@ -17,9 +17,10 @@ from lxml import etree
 from protego import Protego
 
 from connectors.xmlsafety import refuse_entities
-from ragsync.errors import ConfigError, FetchError
+from ragsync.errors import FetchError
 from ragsync.models import Candidate
 from ragsync.protocols import DiscoveryContext
+from ragsync.urls import require_http_url
 
 MAX_DEPTH = 3
 MAX_DECOMPRESSED = 50 * 1024 * 1024  # sitemaps.org: 50 MB uncompressed per file
@@ -114,8 +115,7 @@ class SitemapSource:
 
     @classmethod
     def validate(cls, options: SitemapOptions) -> None:
-        if not options.url.startswith(("http://", "https://")):
-            raise ConfigError(f"must be an http(s) URL, got {options.url!r}", key="url")
+        require_http_url(options.url, "url")
 
     def __init__(self, options: SitemapOptions):
         self.options = options

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from ragsync.errors import ConfigError
 from ragsync.models import Candidate
 from ragsync.protocols import DiscoveryContext
+from ragsync.urls import require_http_url
 
 
 @dataclass(frozen=True)
@@ -26,8 +27,7 @@ class UrlListSource:
         if not options.urls and not options.urls_file:
             raise ConfigError('give `urls = [...]` or `urls_file = "..."`', key="urls")
         for i, url in enumerate(options.urls):
-            if not url.startswith(("http://", "https://")):
-                raise ConfigError(f"must be an http(s) URL, got {url!r}", key=f"urls[{i}]")
+            require_http_url(url, f"urls[{i}]")
 
     def __init__(self, options: UrlListOptions):
         self.options = options

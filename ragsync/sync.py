@@ -878,10 +878,10 @@ class Syncer:
             if not revalidate_all:
                 now = iso(self.clock())
                 held = self.state.held_back(source.id, now)
-                counters.held_back += sum(key in held for key, _, _ in work)
-                info = self.state.due_info(source.id)
-                due = [item for item in work if item[0] not in held and _page_due(item, info, now)]
-                counters.not_due += len(work) - len(due) - sum(key in held for key, _, _ in work)
+                free = [item for item in work if item[0] not in held]
+                due = [item for item in free if _page_due(item, info, now)]
+                counters.held_back += len(work) - len(free)
+                counters.not_due += len(free) - len(due)
                 work = due
             for start in range(0, len(work), window):
                 batch = [
@@ -897,6 +897,9 @@ class Syncer:
                 self.progress.pages(source.id, start + len(batch), len(work))
 
         window = max(WINDOW_PAGES, self.config.fetch.concurrency * 2)
+        # Read once per source: when each known page is due and the lastmod it was checked at.
+        # Pages committed during this run are absent from it, and never come up twice (seen).
+        info = self.state.due_info(source.id)
         seen: set[str] = set()
         with ThreadPoolExecutor(max_workers=self.config.fetch.concurrency) as pool:
             if known is not None:  # due pages of a source whose listing is not due
@@ -905,10 +908,14 @@ class Syncer:
             if targets is not None:
                 found = [Candidate(url=url) for url in targets]
                 check(
-                    [(key, cand, False) for key, cand in self._candidates(source, found, ctx, seen)]
+                    [
+                        (key, cand, False)
+                        for key, cand in self._candidates(source, found, ctx, seen, info)
+                    ]
                 )
                 return outcome
-            for listed, checkpoint in self._discover(source, connector.discover(ctx), ctx, seen):
+            found_items = connector.discover(ctx)
+            for listed, checkpoint in self._discover(source, found_items, ctx, seen, info):
                 counters.candidates_discovered += len(listed)
                 check([(key, cand, False) for key, cand in listed])
                 if checkpoint is not None:  # only now: everything it covers is committed
@@ -923,16 +930,17 @@ class Syncer:
         found: Iterator[Candidate | Checkpoint],
         ctx: DiscoveryContext,
         seen: set[str],
+        info: dict[str, tuple[str | None, str | None]],
     ) -> Iterator[tuple[list[tuple[str, Candidate]], Checkpoint | None]]:
         """Batches of new candidates, each closed by the checkpoint that follows it."""
         batch: list[Candidate] = []
         for item in found:
             if isinstance(item, Checkpoint):
-                yield self._candidates(source, batch, ctx, seen), item
+                yield self._candidates(source, batch, ctx, seen, info), item
                 batch = []
             else:
                 batch.append(item)
-        yield self._candidates(source, batch, ctx, seen), None
+        yield self._candidates(source, batch, ctx, seen, info), None
 
     def _candidates(
         self,
@@ -940,6 +948,7 @@ class Syncer:
         found: Iterable[Candidate],
         ctx: DiscoveryContext,
         seen: set[str],
+        info: dict[str, tuple[str | None, str | None]],
     ) -> list[tuple[str, Candidate]]:
         """Canonical, in-scope, de-duplicated candidates; newest ``lastmod`` first.
 
@@ -970,10 +979,9 @@ class Syncer:
                 continue
             seen.add(key)
             unique[key] = Candidate(url=url, lastmod=candidate.lastmod, priority=candidate.priority)
+
         # Work order: new pages and pages whose lastmod moved first (lastmod is a hint for
         # ordering only: every listed page is revalidated all the same), then newest lastmod.
-        info = self.state.due_info(source.id)
-
         def order(item: tuple[str, Candidate]) -> tuple[float, bool, str]:
             key, candidate = item
             moved = key not in info or (candidate.lastmod or "") > (info[key][1] or "")

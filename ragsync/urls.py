@@ -85,6 +85,14 @@ def canonical_url(url: str, strip_params: Iterable[str] = ()) -> str:
     return canonicalize_url(urlunsplit((scheme, netloc, parts.path or "/", query, "")))
 
 
+def require_http_url(value: str, key: str) -> None:
+    """Raise ``ConfigError`` naming ``key`` when ``value`` is not an http(s) URL."""
+    from ragsync.errors import ConfigError
+
+    if not value.startswith(("http://", "https://")):
+        raise ConfigError(f"must be an http(s) URL, got {value!r}", key=key)
+
+
 def record_key(source_id: str, url: str) -> str:
     """The stable identity of a page within a source: ``source_id`` + canonical URL."""
     return f"{source_id}:{canonical_url(url)}"
