@@ -114,8 +114,16 @@ class QdrantStore:
             self.client.upsert(self.collection, points=batch, wait=True)
 
     def set_payload(self, items: Sequence[tuple[str, dict]]) -> None:
+        """Overwrite payloads of existing points. A point that is gone (deleted behind
+        ragsync's back) is skipped, so replaying the journal never fails on it; `verify`
+        reports it missing and `--repair` writes it again."""
+        ids = [pid for pid, _ in items]
+        existing = {
+            str(r.id) for r in self.client.retrieve(self.collection, ids, with_payload=False)
+        }
         for pid, payload in items:
-            self.client.overwrite_payload(self.collection, payload=payload, points=[pid])
+            if pid in existing:
+                self.client.overwrite_payload(self.collection, payload=payload, points=[pid])
 
     def delete(self, point_ids: Sequence[str]) -> None:
         from qdrant_client import models
