@@ -249,7 +249,11 @@ class DevSite:
             return 200, body, {"Content-Type": "application/xml"}
         if path in ("/sitemap-1.xml.gz", "/sitemap-2.xml.gz"):
             half = listed[::2] if path.endswith("1.xml.gz") else listed[1::2]
-            return 200, gzip.compress(self._sitemap(half), mtime=0), {"Content-Type": "application/gzip"}
+            return (
+                200,
+                gzip.compress(self._sitemap(half), mtime=0),
+                {"Content-Type": "application/gzip"},
+            )
         page = self.pages.get(path)
         if page is None or page.status in (404, 410):
             return (
