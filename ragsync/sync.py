@@ -1117,7 +1117,11 @@ class Syncer:
                 continue
             if page.kind == "deleted":
                 self._record_deleted(source, page, now, run_id, counters)
-            elif page.prunable and page.kind in ("not_modified", "unchanged", "changed"):
+            elif (
+                page.prunable
+                and page.moved_from is None  # an unlisted URL that redirects has moved
+                and page.kind in ("not_modified", "unchanged", "changed")
+            ):
                 self._record_missing(
                     source, page, "no longer listed by the source", now, run_id, counters
                 )

@@ -3,6 +3,7 @@ never create a second record (issue #3)."""
 
 from __future__ import annotations
 
+import pytest
 from conftest import example_pages
 
 from ragsync.devsite import DevSite
@@ -122,5 +123,34 @@ def test_changed_lastmod_is_checked_first_but_every_page_is_revalidated(tmp_path
         assert pages[0] == "/guide/page-0"  # its sitemap lastmod moved: checked first
         assert len(pages) == 6  # … and every other page was revalidated too
         assert result.counters.responses_304 == 6
+    finally:
+        site.stop()
+
+
+@pytest.mark.parametrize("new_path", ["/guide/page-1-guide", "/guide/a-renamed"])
+def test_a_rename_with_immediate_deletion_keeps_the_new_record_active(
+    make_syncer, embedder, new_path
+):
+    """The old URL leaves the sitemap and redirects: that is a move, not missing evidence
+    against the target (one observation tombstoned the renamed page with this policy)."""
+    site = DevSite(example_pages(3))
+    site.start()
+    try:
+        syncer = make_syncer(site, missing_confirmations=1, missing_grace="0s")
+        syncer.run()
+        old_url, new_url = site.base_url + "/guide/page-1", site.base_url + new_path
+        count = points_by_url(syncer)[old_url]
+        page = site.pages["/guide/page-1"]
+        site.redirect("/guide/page-1", new_path)
+        site.set_page(new_path, page.title, page.body)
+        embedder.texts.clear()
+
+        result = syncer.run()
+
+        urls = points_by_url(syncer)
+        assert old_url not in urls and urls[new_url] == count and embedder.texts == []
+        assert result.counters.tombstones_created == 1  # the old record only
+        assert syncer.state.document(f"docs:{new_url}")["status"] == "active"
+        assert syncer.verify().clean
     finally:
         site.stop()
