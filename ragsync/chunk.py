@@ -3,8 +3,11 @@
 The Markdown is split into sections at every heading; each section's blocks (paragraphs, lists,
 fenced code, tables) are packed whole into chunks up to ``max_tokens`` tiktoken tokens. Packing
 restarts at each heading, so an edit in one section cannot move chunk boundaries in another.
-Each chunk's text is its heading path (below the page's level-1 title), a blank line, then the
-Markdown: that exact text is embedded and stored as ``page_content``. No chunk exceeds the
+Each chunk's text is its heading path (the page's level-1 title first), a blank line, then the
+Markdown: that exact text is embedded and stored as ``page_content``. The title is part of the
+text because a section often means something only on its page ("the gateway waits 45 seconds"
+under "Falcon gateway"): leaving it out cost a fifth of hit@1 in eval/bench_peers.py. A section
+moved to another page is therefore embedded again, once. No chunk exceeds the
 embedding model's own window (counted with the model's tokenizer): a block too large for either
 budget is split by lines, then words, then characters.
 """
@@ -43,17 +46,7 @@ def count_tiktoken(text: str) -> int:
 @dataclass(frozen=True)
 class _Section:
     headings: tuple[str, ...]
-    levels: tuple[int, ...]
     blocks: tuple[str, ...]
-
-    @property
-    def embedded_path(self) -> tuple[str, ...]:
-        """The headings written into the embedded text: all but level-1 (the page title).
-
-        Leaving the title out means a section moved to another page keeps its exact text, so
-        its vector comes from the cache; the title stays in the payload's ``headings``.
-        """
-        return tuple(h for h, level in zip(self.headings, self.levels, strict=True) if level > 1)
 
 
 def split_blocks(markdown: str) -> Iterator[tuple[int, str]]:
@@ -108,13 +101,7 @@ def sections(markdown: str) -> list[_Section]:
 
     def flush() -> None:
         if blocks:
-            result.append(
-                _Section(
-                    tuple(text for _, text in path),
-                    tuple(level for level, _ in path),
-                    tuple(blocks),
-                )
-            )
+            result.append(_Section(tuple(text for _, text in path), tuple(blocks)))
             blocks.clear()
 
     for level, text in split_blocks(markdown):
@@ -160,7 +147,7 @@ class Chunker:
         """The chunks of ``markdown``, in document order."""
         texts: list[tuple[tuple[str, ...], str]] = []
         for section in sections(markdown):
-            prefix = self._prefix(section.embedded_path)
+            prefix = self._prefix(section.headings)
             for body in self._pack(prefix, section.blocks):
                 texts.append((section.headings, prefix + body))
         return [

@@ -60,7 +60,7 @@ def test_sections_carry_heading_paths():
     ]
 
 
-def test_chunk_text_is_heading_path_below_the_title_then_markdown(chunker):
+def test_chunk_text_is_heading_path_from_the_title_then_markdown(chunker):
     chunks = chunker.chunk(DOC)
     assert [c.headings for c in chunks] == [
         ("Title",),
@@ -68,9 +68,9 @@ def test_chunk_text_is_heading_path_below_the_title_then_markdown(chunker):
         ("Title", "Install", "Debian"),
         ("Title", "Rotate"),
     ]
-    assert chunks[0].text == "Intro paragraph."
-    assert chunks[2].text == "Install > Debian\n\nUse apt."
-    assert chunks[1].text.startswith("Install\n\nStep one.\n\n- item a")
+    assert chunks[0].text == "Title\n\nIntro paragraph."
+    assert chunks[2].text == "Title > Install > Debian\n\nUse apt."
+    assert chunks[1].text.startswith("Title > Install\n\nStep one.\n\n- item a")
     assert [c.index for c in chunks] == [0, 1, 2, 3]
 
 

@@ -143,7 +143,7 @@ def test_editing_one_paragraph_reembeds_only_changed_chunks(site, make_syncer, e
     assert edited_para in change["diff"]
 
 
-def test_moving_a_section_to_another_page_embeds_nothing_new(site, make_syncer, embedder):
+def test_moving_a_section_to_another_page_embeds_only_that_section(site, make_syncer, embedder):
     syncer = make_syncer(site)
     syncer.run()
     moved = {"Tuning throttling": [sentences("throttling", 4)]}
@@ -178,8 +178,11 @@ def test_moving_a_section_to_another_page_embeds_nothing_new(site, make_syncer, 
     result = syncer.run()
 
     assert result.counters.responses_200_changed == 2
-    assert embedder.texts == []
-    assert result.counters.chunks_embedded == 0 and result.counters.chunks_reused == 1
+    # Under its new page title the section is a new text; every other chunk is unchanged.
+    assert embedder.texts == [
+        f"Guide 3: encryption > Tuning throttling\n\n{sentences('throttling', 4)}"
+    ]
+    assert result.counters.chunks_embedded == 1 and result.counters.chunks_reused == 0
     index = snapshot(syncer)
     throttling = [p for p in index.values() if "Tuning throttling" in p["metadata"]["headings"]]
     urls = sorted(p["metadata"]["url"] for p in throttling)
