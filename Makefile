@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+EVAL_STAMP := $(VENV)/.eval-installed
 
 .PHONY: demo test lint bench clean
 
@@ -29,6 +30,14 @@ lint: $(STAMP)
 clean:
 	rm -rf $(VENV) examples/.ragsync .pytest_cache
 
-bench: $(STAMP)
+$(EVAL_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/pip install -q torch==2.13.0 -e '.[dev,eval]'
+	touch $(EVAL_STAMP)
+
+# Every benchmark, side by side in one run: eval/results/*.json, *.md and peers.png.
+bench: $(EVAL_STAMP)
 	$(BIN)/python eval/bench_core.py
+	$(BIN)/python eval/bench_peers.py
+	$(BIN)/python eval/bench_noop.py
 	$(BIN)/python eval/bench_webhooks.py
+	$(BIN)/python eval/report.py

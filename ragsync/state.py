@@ -353,6 +353,15 @@ class StateDB:
         rows = list(self.db.query("select * from documents where doc_key = ?", [doc_key]))
         return rows[0] if rows else None
 
+    def documents_by_key(self, doc_keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The documents among ``doc_keys`` that exist, by key (one query per 500 keys)."""
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(doc_keys), 500):
+            part = list(doc_keys[start : start + 500])
+            sql = f"select * from documents where doc_key in ({', '.join('?' * len(part))})"
+            found.update((row["doc_key"], row) for row in self.db.query(sql, part))
+        return found
+
     def documents(self, source_id: str | None = None) -> list[dict[str, Any]]:
         if source_id is None:
             return list(self.db.query("select * from documents order by doc_key"))
@@ -406,17 +415,24 @@ class StateDB:
         )
         return self.db.execute(sql).fetchone()[0]
 
-    def mark_checked(self, doc_key: str, checked_at: str, **validators: Any) -> None:
-        """A revalidation found no change (304 or same hash): only timestamps/validators move.
+    def mark_checked(self, marks: Sequence[tuple[str, str, dict[str, Any]]]) -> None:
+        """Revalidations that found no change (304 or same hash), one transaction for all:
+        ``(doc_key, checked_at, fields)``, where only timestamps, validators and the revisit
+        schedule move (``None`` values are left alone).
 
-        The page answered, so any missing evidence against it is cleared.
+        Each page answered, so any missing evidence and failed attempts against it are cleared.
         """
-        fields: dict[str, Any] = {"last_checked_at": checked_at, "status": "active"}
-        fields.update({k: v for k, v in validators.items() if v is not None})
-        fields.update(missing_count=0, missing_since=None, missing_evidence=None)
         with self.write():
-            self.db.table("documents").update(doc_key, fields)
-            self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])
+            for doc_key, checked_at, validators in marks:
+                fields: dict[str, Any] = {"last_checked_at": checked_at, "status": "active"}
+                fields.update({k: v for k, v in validators.items() if v is not None})
+                fields.update(missing_count=0, missing_since=None, missing_evidence=None)
+                assignments = ", ".join(f"[{name}] = ?" for name in fields)
+                self.db.execute(
+                    f"update documents set {assignments} where doc_key = ?",
+                    [*fields.values(), doc_key],
+                )
+                self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])
 
     def attempt(self, doc_key: str) -> dict[str, Any] | None:
         sql = "select * from fetch_attempts where doc_key = ?"

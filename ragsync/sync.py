@@ -884,10 +884,9 @@ class Syncer:
                 counters.not_due += len(free) - len(due)
                 work = due
             for start in range(0, len(work), window):
-                batch = [
-                    (key, cand, unlisted, self.state.document(key))
-                    for key, cand, unlisted in work[start : start + window]
-                ]
+                part = work[start : start + window]
+                documents = self.state.documents_by_key([key for key, _, _ in part])
+                batch = [(key, cand, unlisted, documents.get(key)) for key, cand, unlisted in part]
                 pages = list(pool.map(prepare, batch))
                 for host, (until, reason) in fetcher.take_new_pauses().items():
                     self.state.pause_host(host, until, reason, iso(self.clock()))
@@ -1111,6 +1110,7 @@ class Syncer:
         self._embed_missing(
             {c.chunk_hash: c.text for stored, plan in plans.values() for c in plan.add}, counters
         )
+        checked: list[tuple[str, str, dict[str, Any]]] = []
         for page in pages:
             self._count_response(page, counters)
             if page.kind in ("disallowed", "deferred"):
@@ -1127,21 +1127,14 @@ class Syncer:
                 )
             elif page.kind == "missing":
                 self._record_missing(source, page, page.reason, now, run_id, counters)
-            elif page.kind == "not_modified":
-                self.state.mark_checked(
-                    page.doc_key,
-                    now,
-                    lastmod_hint=page.candidate.lastmod,
+            elif page.kind in ("not_modified", "unchanged"):
+                fields = {
+                    "lastmod_hint": page.candidate.lastmod,
                     **self._revisit(source, page, changed=False),
-                )
-            elif page.kind == "unchanged":
-                self.state.mark_checked(
-                    page.doc_key,
-                    now,
-                    lastmod_hint=page.candidate.lastmod,
-                    **self._revisit(source, page, changed=False),
-                    **self._validators(page),
-                )
+                }
+                if page.kind == "unchanged":  # a 200 with the same content: new validators
+                    fields.update(self._validators(page))
+                checked.append((page.doc_key, now, fields))
             elif page.kind == "changed":
                 stored, plan = plans[page.doc_key]
                 self._commit_changed(source, page, stored, plan, now, run_id, counters)
@@ -1149,6 +1142,7 @@ class Syncer:
                 self._record_failure(source, page, now, outcome)
             if page.moved_from is not None:
                 self._retire_moved(source, page, now, run_id, counters)
+        self.state.mark_checked(checked)  # one transaction for every page found unchanged
         log.debug("committed %d pages; applying the journal", len(pages))
         self._apply_journal(counters)
 

@@ -115,8 +115,16 @@ def test_failures_never_touch_the_last_good_content(state):
     assert zlib.decompress(attempt["body"]) == b"<html>raw</html>"
     assert state.held_back("docs", "t8") == {key}
     assert state.held_back("docs", "t9z") == set()
-    state.mark_checked(key, "t10")
+    state.mark_checked([(key, "t10", {"etag": '"e2"', "last_modified": None})])
     assert state.attempt(key) is None
+    document = state.document(key)
+    assert (document["last_checked_at"], document["etag"], document["status"]) == (
+        "t10",
+        '"e2"',
+        "active",
+    )
+    assert document["content_hash"] == "h1"  # untouched
+    assert set(state.documents_by_key([key, "docs:nope"])) == {key}
 
 
 def test_dead_and_attention_pages_are_held_back_until_asked(state):
