@@ -45,7 +45,9 @@ def tables() -> str:
 
 def main() -> None:
     body = tables()
-    (RESULTS / "README.md").write_text("# Benchmark results\n\n" + body.replace("eval/results/", ""))
+    (RESULTS / "README.md").write_text(
+        "# Benchmark results\n\n" + body.replace("eval/results/", "")
+    )
     text = README.read_text()
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
