@@ -3,20 +3,31 @@
 Points are written only by id (deterministic uuid5), never by filter: in local mode a filter
 scans every payload. The collection is opened lazily and closed promptly, because only one
 client may hold a local store folder at a time.
+
+With a server, the collection is created with the configured shard number, replication factor
+and write consistency factor and keyword payload indexes; writes go in batches of
+``batch_size`` and are retried on transient errors (transport failures, 429, 5xx) with
+full-jitter backoff. Every write is idempotent (points by id), so a retry is always safe.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ragsync.config import StoreConfig, resolve_env
 from ragsync.errors import StoreError
 from ragsync.models import Hit
+from ragsync.policy import retry_delay
 
 INDEXED_FIELDS = ("metadata.doc_key", "metadata.url", "metadata.source")
 BATCH = 256
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class QdrantStore:
@@ -27,6 +38,12 @@ class QdrantStore:
         path: local-mode folder (used when ``url`` is None).
         url: Qdrant server URL.
         api_key: Qdrant API key (already resolved from the environment).
+        shard_number, replication_factor, write_consistency_factor: collection parameters
+            for a server or cluster (None: the server's defaults).
+        batch_size: points per write request.
+        timeout: seconds per request to a server.
+        retry_attempts: tries per write on transient errors.
+        retry_base: the backoff's base in seconds (full jitter, doubling, capped at 30 s).
     """
 
     def __init__(
@@ -36,18 +53,43 @@ class QdrantStore:
         path: str | None = None,
         url: str | None = None,
         api_key: str | None = None,
+        shard_number: int | None = None,
+        replication_factor: int | None = None,
+        write_consistency_factor: int | None = None,
+        batch_size: int = BATCH,
+        timeout: float = 30.0,
+        retry_attempts: int = 5,
+        retry_base: float = 0.5,
     ):
         self.collection = collection
         self.path = path
         self.url = url
         self.api_key = api_key
+        self.shard_number = shard_number
+        self.replication_factor = replication_factor
+        self.write_consistency_factor = write_consistency_factor
+        self.batch_size = max(1, batch_size)
+        self.timeout = timeout
+        self.retry_attempts = max(1, retry_attempts)
+        self.retry_base = retry_base
         self._client: Any = None
 
     @classmethod
     def from_config(cls, config: StoreConfig) -> QdrantStore:
         """The store the ``[store]`` table describes (API key resolved from the environment)."""
         api_key = resolve_env(config.api_key, key="store.api_key")
-        return cls(config.collection, path=config.path, url=config.url, api_key=api_key)
+        return cls(
+            config.collection,
+            path=config.path,
+            url=config.url,
+            api_key=api_key,
+            shard_number=config.shard_number,
+            replication_factor=config.replication_factor,
+            write_consistency_factor=config.write_consistency_factor,
+            batch_size=config.batch_size,
+            timeout=config.timeout,
+            retry_attempts=config.retry_attempts,
+        )
 
     @property
     def client(self) -> Any:
@@ -56,7 +98,12 @@ class QdrantStore:
 
             try:
                 if self.url:
-                    self._client = QdrantClient(url=self.url, api_key=self.api_key)
+                    self._client = QdrantClient(
+                        url=self.url,
+                        api_key=self.api_key,
+                        timeout=int(self.timeout),
+                        check_compatibility=False,  # no version request on every open
+                    )
                 else:
                     assert self.path is not None
                     if self.path != ":memory:":
@@ -72,6 +119,27 @@ class QdrantStore:
                     "[store] url at a Qdrant server."
                 ) from exc
         return self._client
+
+    def _retry(self, what: str, call: Callable[[], T]) -> T:
+        """``call()``, retried on transient server errors (writes by id are idempotent)."""
+        from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+        for attempt in range(1, self.retry_attempts + 1):
+            try:
+                return call()
+            except UnexpectedResponse as exc:
+                code = exc.status_code
+                if code != 429 and code < 500 or attempt == self.retry_attempts:
+                    raise StoreError(f"qdrant {self.url or self.path}: {what}: {exc}") from exc
+                problem = f"HTTP {code}"
+            except ResponseHandlingException as exc:
+                if attempt == self.retry_attempts:
+                    raise StoreError(f"qdrant {self.url or self.path}: {what}: {exc}") from exc
+                problem = str(exc)
+            wait = retry_delay(attempt, base=self.retry_base, cap=30.0, draw=random.random())
+            log.warning("qdrant %s failed (%s); retry %d in %.1f s", what, problem, attempt, wait)
+            time.sleep(wait)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def close(self) -> None:
         if self._client is not None:
@@ -93,45 +161,66 @@ class QdrantStore:
                     f"{dimension}-d: use another collection for another model"
                 )
             return
-        self.client.create_collection(
-            self.collection,
-            vectors_config=models.VectorParams(size=dimension, distance=models.Distance.COSINE),
+        self._retry(
+            "create collection",
+            lambda: self.client.create_collection(
+                self.collection,
+                vectors_config=models.VectorParams(size=dimension, distance=models.Distance.COSINE),
+                shard_number=self.shard_number,
+                replication_factor=self.replication_factor,
+                write_consistency_factor=self.write_consistency_factor,
+            ),
         )
         if self.url:  # payload indexes have no effect in local mode (it only warns)
             for name in INDEXED_FIELDS:
-                self.client.create_payload_index(
-                    self.collection, name, field_schema=models.PayloadSchemaType.KEYWORD
+                self._retry(
+                    "create payload index",
+                    lambda name=name: self.client.create_payload_index(
+                        self.collection, name, field_schema=models.PayloadSchemaType.KEYWORD
+                    ),
                 )
 
     def upsert(self, points: Sequence[tuple[str, Sequence[float], dict]]) -> None:
         from qdrant_client import models
 
-        for start in range(0, len(points), BATCH):
+        for start in range(0, len(points), self.batch_size):
             batch = [
                 models.PointStruct(id=pid, vector=list(vector), payload=payload)
-                for pid, vector, payload in points[start : start + BATCH]
+                for pid, vector, payload in points[start : start + self.batch_size]
             ]
-            self.client.upsert(self.collection, points=batch, wait=True)
+            self._retry(
+                "upsert",
+                lambda batch=batch: self.client.upsert(self.collection, points=batch, wait=True),
+            )
 
     def set_payload(self, items: Sequence[tuple[str, dict]]) -> None:
         """Overwrite payloads of existing points. A point that is gone (deleted behind
         ragsync's back) is skipped, so replaying the journal never fails on it; `verify`
         reports it missing and `--repair` writes it again."""
         ids = [pid for pid, _ in items]
-        existing = {
-            str(r.id) for r in self.client.retrieve(self.collection, ids, with_payload=False)
-        }
+        found = self._retry(
+            "retrieve", lambda: self.client.retrieve(self.collection, ids, with_payload=False)
+        )
+        existing = {str(r.id) for r in found}
         for pid, payload in items:
             if pid in existing:
-                self.client.overwrite_payload(self.collection, payload=payload, points=[pid])
+                self._retry(
+                    "set payload",
+                    lambda pid=pid, payload=payload: self.client.overwrite_payload(
+                        self.collection, payload=payload, points=[pid]
+                    ),
+                )
 
     def delete(self, point_ids: Sequence[str]) -> None:
         from qdrant_client import models
 
-        for start in range(0, len(point_ids), BATCH):
-            ids = list(point_ids[start : start + BATCH])
-            self.client.delete(
-                self.collection, points_selector=models.PointIdsList(points=ids), wait=True
+        for start in range(0, len(point_ids), self.batch_size):
+            ids = list(point_ids[start : start + self.batch_size])
+            self._retry(
+                "delete",
+                lambda ids=ids: self.client.delete(
+                    self.collection, points_selector=models.PointIdsList(points=ids), wait=True
+                ),
             )
 
     def search(self, vector: Sequence[float], k: int, source: str | None = None) -> list[Hit]:

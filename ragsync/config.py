@@ -96,14 +96,31 @@ class StoreConfig:
     url: str | None = None
     api_key: str | None = None
     collection: str = "ragsync"
+    # Qdrant server or cluster (url): set when the collection is created
+    shard_number: int | None = None
+    replication_factor: int | None = None
+    write_consistency_factor: int | None = None
+    batch_size: int = 256  # points per write request
+    timeout: float = duration("30s")  # per request to a server
+    retry_attempts: int = 5  # per write, on transport errors, 429 and 5xx (backoff, jitter)
 
 
 @dataclass(frozen=True)
 class EmbedderConfig:
-    kind: Literal["sentence-transformers"] = "sentence-transformers"
+    kind: Literal["sentence-transformers", "http"] = "sentence-transformers"
     model: str = "all-MiniLM-L6-v2"
     batch_size: int = 64
     threads: int = 2
+    # kind = "http": an OpenAI-compatible /v1/embeddings service
+    url: str | None = None
+    api_key: str | None = None  # a ${ENV_VAR} reference, sent as a Bearer token
+    model_id: str | None = None  # names model, revision, dimension; derived when absent
+    dimension: int | None = None  # asked of the service once when absent
+    max_input_tokens: int | None = None  # the model's window (256 for MiniLM)
+    tokenizer: str | None = None  # the model's tokenizer.json, to count tokens exactly
+    concurrency: int = 4  # requests in flight
+    timeout: float = duration("60s")
+    retry_attempts: int = 6  # per batch, on 429/5xx/transport errors
 
 
 @dataclass(frozen=True)

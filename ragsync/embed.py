@@ -132,3 +132,184 @@ class SentenceTransformerEmbedder:
             show_progress_bar=False,
         )
         return [list(map(float, v)) for v in vectors]
+
+
+class HttpEmbedder:
+    """A client of an OpenAI-compatible ``POST /v1/embeddings`` service.
+
+    Texts go in batches of ``batch_size``, at most ``concurrency`` requests at a time. A 429 or
+    503 waits for its ``Retry-After`` (or backs off); other 5xx answers and transport errors
+    back off with full jitter; after ``retry_attempts`` tries the batch fails with
+    :class:`~ragsync.errors.EmbedError` (nothing is committed for its pages: the next run
+    retries them).
+
+    Tokens are counted with the model's own ``tokenizer.json`` when given (the bundled one for
+    all-MiniLM-L6-v2), otherwise estimated with tiktoken's cl100k, so the chunker keeps every
+    chunk inside ``max_input_tokens``.
+
+    Example::
+
+        embedder = HttpEmbedder("http://127.0.0.1:8080/v1/embeddings", "all-MiniLM-L6-v2")
+        embedder.embed(["hello"])  # one request
+    """
+
+    def __init__(
+        self,
+        url: str,
+        model: str = DEFAULT_MODEL,
+        *,
+        api_key: str | None = None,
+        model_id: str | None = None,
+        dimension: int | None = None,
+        max_input_tokens: int | None = None,
+        tokenizer: str | Path | None = None,
+        batch_size: int = 64,
+        concurrency: int = 4,
+        timeout: float = 60.0,
+        retry_attempts: int = 6,
+        retry_base: float = 1.0,
+        retry_cap: float = 60.0,
+        transport: Any = None,
+    ):
+        import httpx
+
+        self.url = url
+        self.model_name = model
+        self._model_id = model_id
+        self._dimension = dimension
+        self.max_input_tokens = max_input_tokens or (256 if model == DEFAULT_MODEL else 512)
+        self.tokenizer_path = Path(tokenizer) if tokenizer else None
+        if self.tokenizer_path is None and model == DEFAULT_MODEL:
+            self.tokenizer_path = _model_path(model)[0] / "tokenizer.json"
+        self.batch_size = batch_size
+        self.concurrency = max(1, concurrency)
+        self.retry_attempts = max(1, retry_attempts)
+        self.retry_base, self.retry_cap = retry_base, retry_cap
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = httpx.Client(
+            headers=headers,
+            timeout=timeout,
+            transport=transport,
+            limits=httpx.Limits(max_connections=self.concurrency),
+        )
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            self._dimension = len(self._request(["dimension probe"])[0])
+        return self._dimension
+
+    @property
+    def model_id(self) -> str:
+        """The configured ``model_id``, or ``<model>@http;dim=<dimension>``."""
+        return self._model_id or f"{self.model_name}@http;dim={self.dimension}"
+
+    @cached_property
+    def _tokenizer(self) -> Any:
+        if self.tokenizer_path is None:
+            return None
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(self.tokenizer_path))
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        return tokenizer
+
+    def count_tokens(self, text: str) -> int:
+        if self._tokenizer is None:
+            from ragsync.chunk import count_tiktoken
+
+            return count_tiktoken(text)
+        return len(self._tokenizer.encode(text).ids)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        batches = [
+            list(texts[i : i + self.batch_size]) for i in range(0, len(texts), self.batch_size)
+        ]
+        if len(batches) <= 1:
+            return [v for batch in batches for v in self._request(batch)]
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            return [v for vectors in pool.map(self._request, batches) for v in vectors]
+
+    def _request(self, texts: list[str]) -> list[list[float]]:
+        """One batch, retried on 429, 5xx and transport errors."""
+        import random
+        import time
+
+        import httpx
+
+        from ragsync.errors import EmbedError
+        from ragsync.policy import retry_after_seconds, retry_delay
+
+        problem = ""
+        for attempt in range(1, self.retry_attempts + 1):
+            wait = retry_delay(
+                attempt, base=self.retry_base, cap=self.retry_cap, draw=random.random()
+            )
+            try:
+                response = self.client.post(
+                    self.url, json={"model": self.model_name, "input": texts}
+                )
+            except httpx.TransportError as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.status_code == 200:
+                    return self._vectors(response, len(texts))
+                problem = f"HTTP {response.status_code}: {response.text[:200]}"
+                if response.status_code not in (408, 429) and response.status_code < 500:
+                    raise EmbedError(self.url, problem, status=response.status_code)
+                after = retry_after_seconds(response.headers.get("retry-after"), time.time())
+                if after is not None:
+                    wait = min(after, self.retry_cap)
+            if attempt < self.retry_attempts:
+                time.sleep(wait)
+        raise EmbedError(self.url, f"gave up after {self.retry_attempts} attempts ({problem})")
+
+    def _vectors(self, response: Any, expected: int) -> list[list[float]]:
+        from ragsync.errors import EmbedError
+
+        try:
+            data = sorted(response.json()["data"], key=lambda item: item["index"])
+            vectors = [[float(x) for x in item["embedding"]] for item in data]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EmbedError(self.url, f"not an embeddings response ({exc!r})") from exc
+        if len(vectors) != expected:
+            raise EmbedError(self.url, f"asked for {expected} vectors, got {len(vectors)}")
+        if self._dimension is not None and any(len(v) != self._dimension for v in vectors):
+            raise EmbedError(self.url, f"vectors are not {self._dimension}-d (embedder.dimension)")
+        return vectors
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def embedder_from_config(config: Any, base_dir: str | Path = ".") -> Embedder:
+    """The embedder an ``[embedder]`` table describes (see :class:`~ragsync.config.EmbedderConfig`).
+
+    Raises:
+        ConfigError: ``kind = "http"`` without ``url``, or a missing ``${ENV_VAR}``.
+    """
+    if config.kind == "http":
+        from ragsync.config import resolve_env
+
+        if not config.url:
+            raise ConfigError('kind = "http" needs the service URL', key="embedder.url")
+        tokenizer = Path(base_dir, config.tokenizer) if config.tokenizer else None
+        return HttpEmbedder(
+            config.url,
+            config.model,
+            api_key=resolve_env(config.api_key, key="embedder.api_key"),
+            model_id=config.model_id,
+            dimension=config.dimension,
+            max_input_tokens=config.max_input_tokens,
+            tokenizer=tokenizer,
+            batch_size=config.batch_size,
+            concurrency=config.concurrency,
+            timeout=config.timeout,
+            retry_attempts=config.retry_attempts,
+        )
+    return SentenceTransformerEmbedder(
+        config.model, batch_size=config.batch_size, threads=config.threads
+    )

@@ -7,7 +7,8 @@
     ├── FetchError             one URL could not be fetched; ``transient``: may a retry help?
     ├── ExtractError           a body could not be turned into Markdown
     ├── StateError             the state DB is unusable (locked, newer schema, corrupt)
-    └── StoreError             the vector store refused an operation
+    ├── StoreError             the vector store refused an operation
+    └── EmbedError             the embedding service failed (after its retries)
 
 Every message names the file, key, URL or status at fault. Errors raised by lower libraries
 are wrapped at the boundary with ``raise ... from``.
@@ -62,3 +63,13 @@ class StateError(RagsyncError):
 
 class StoreError(RagsyncError):
     """The vector store refused an operation (the message names the collection)."""
+
+
+class EmbedError(RagsyncError):
+    """The embedding service at ``url`` failed, after its retries (the message says how)."""
+
+    def __init__(self, url: str, reason: str, *, status: int | None = None):
+        self.url = url
+        self.reason = reason
+        self.status = status
+        super().__init__(f"{url}: {reason}")

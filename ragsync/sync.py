@@ -31,7 +31,7 @@ from ragsync.chunk import Chunker
 from ragsync.config import Config, SourceConfig, load_config, parse_duration
 from ragsync.discovery import DiscoveryContext
 from ragsync.dryrun import CountingEmbedder, NullStore
-from ragsync.embed import Embedder, SentenceTransformerEmbedder
+from ragsync.embed import Embedder, embedder_from_config
 from ragsync.errors import ConfigError, ExtractError, FetchError, StoreError
 from ragsync.events import Dispatcher, outbox_rows
 from ragsync.extract import (
@@ -181,6 +181,7 @@ class Syncer:
     ):
         self.config = config
         self._embedder = embedder
+        self._owns_embedder = embedder is None  # an injected embedder is the caller's to close
         self._store = store
         self.state = state or StateDB(config.state.path)
         self._transport = transport
@@ -200,8 +201,12 @@ class Syncer:
         self.close()
 
     def close(self) -> None:
-        """Release the vector store (its local folder lock) and the state DB."""
+        """Release the vector store (its local folder lock), the connections of an HTTP
+        embedder it built, and the state DB."""
         self._close_store()
+        close_embedder = getattr(self._embedder, "close", None)
+        if self._owns_embedder and close_embedder is not None:
+            close_embedder()
         self.state.close()
 
     # -- lazily built parts ---------------------------------------------------------------
@@ -209,10 +214,7 @@ class Syncer:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            cfg = self.config.embedder
-            self._embedder = SentenceTransformerEmbedder(
-                cfg.model, batch_size=cfg.batch_size, threads=cfg.threads
-            )
+            self._embedder = embedder_from_config(self.config.embedder, self.config.base_dir)
         return self._embedder
 
     @property
