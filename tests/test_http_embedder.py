@@ -18,7 +18,7 @@ from ragsync.sync import Syncer
 
 @pytest.fixture
 def service(real_embedder):
-    server = EmbeddingServer(real_embedder, delay=0.05)
+    server = EmbeddingServer(real_embedder, delay=0.2)  # wide enough to see overlap
     url = server.start()
     yield server, url
     server.stop()
