@@ -168,22 +168,7 @@ class PgVectorStore:
             f"{where} order by embedding <=> %s::vector limit {int(k)}",
             params,
         ).fetchall()
-        hits = []
-        for pid, payload, score in rows:
-            meta = payload.get("metadata", {})
-            hits.append(
-                Hit(
-                    score=float(score),
-                    text=payload.get("page_content", ""),
-                    url=meta.get("url", ""),
-                    title=meta.get("title", ""),
-                    headings=tuple(meta.get("headings", ())),
-                    source=meta.get("source", ""),
-                    doc_key=meta.get("doc_key", ""),
-                    point_id=str(pid),
-                )
-            )
-        return hits
+        return [Hit.from_payload(pid, score, payload) for pid, payload, score in rows]
 
     def points(self, *, with_vectors: bool = False) -> Iterator[tuple[str, dict, Any]]:
         """Every point as ``(id, payload, vector or None)``, in id order, a page at a time."""

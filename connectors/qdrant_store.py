@@ -244,23 +244,7 @@ class QdrantStore:
             query_filter=query_filter,
             with_payload=True,
         ).points
-        hits = []
-        for point in found:
-            payload = point.payload or {}
-            meta = payload.get("metadata", {})
-            hits.append(
-                Hit(
-                    score=float(point.score),
-                    text=payload.get("page_content", ""),
-                    url=meta.get("url", ""),
-                    title=meta.get("title", ""),
-                    headings=tuple(meta.get("headings", ())),
-                    source=meta.get("source", ""),
-                    doc_key=meta.get("doc_key", ""),
-                    point_id=str(point.id),
-                )
-            )
-        return hits
+        return [Hit.from_payload(p.id, p.score, p.payload or {}) for p in found]
 
     def points(self, *, with_vectors: bool = False) -> Iterator[tuple[str, dict, Any]]:
         """Every point as ``(id, payload, vector or None)``."""

@@ -66,6 +66,8 @@ def load_pages(sitemap_url: str) -> list[tuple[str, str, str]]:
     from lxml import etree
     from protego import Protego
 
+    from ragsync.extract import TRAFILATURA_OPTIONS
+
     pages = []
     with httpx.Client(follow_redirects=True, timeout=30) as client:
         robots = client.get(urljoin(sitemap_url, "/robots.txt"))
@@ -81,18 +83,7 @@ def load_pages(sitemap_url: str) -> list[tuple[str, str, str]]:
                 continue
             html = response.text
             metadata = trafilatura.extract_metadata(html)
-            markdown = trafilatura.extract(
-                html,
-                url=url,
-                output_format="markdown",
-                include_formatting=True,
-                include_comments=False,
-                include_tables=True,
-                include_links=False,
-                include_images=False,
-                deduplicate=False,
-                favor_precision=True,
-            )
+            markdown = trafilatura.extract(html, url=url, **TRAFILATURA_OPTIONS)
             if markdown:
                 title = (metadata.title or "") if metadata else ""
                 pages.append((str(response.url), title, markdown))

@@ -12,6 +12,7 @@ import hashlib
 import re
 import unicodedata
 from html import unescape as html_unescape
+from typing import Any
 from urllib.parse import urljoin
 
 from ragsync.errors import ExtractError
@@ -111,6 +112,21 @@ def canonical_link(body: bytes, headers: dict[str, str], base_url: str) -> str |
     return None
 
 
+# How ragsync calls trafilatura (the side-by-side benchmark gives its peers the same settings).
+TRAFILATURA_OPTIONS: dict[str, Any] = {
+    "output_format": "markdown",
+    "include_formatting": True,
+    "include_comments": False,
+    "include_tables": True,
+    "include_links": False,
+    "include_images": False,
+    "deduplicate": False,
+    # Precision mode keeps navigation text out of short pages, where the default mode falls
+    # back to a baseline that flattens headings and keeps menus.
+    "favor_precision": True,
+}
+
+
 def extract(html: str, url: str) -> Extracted:
     """Clean Markdown of ``html`` (the page at ``url``).
 
@@ -123,20 +139,7 @@ def extract(html: str, url: str) -> Extracted:
     try:
         metadata = trafilatura.extract_metadata(html)
         title = (metadata.title or "") if metadata else ""
-        markdown = trafilatura.extract(
-            html,
-            url=url,
-            output_format="markdown",
-            include_formatting=True,
-            include_comments=False,
-            include_tables=True,
-            include_links=False,
-            include_images=False,
-            deduplicate=False,
-            # Precision mode keeps navigation text out of short pages, where the default mode
-            # falls back to a baseline that flattens headings and keeps menus.
-            favor_precision=True,
-        )
+        markdown = trafilatura.extract(html, url=url, **TRAFILATURA_OPTIONS)
         extractor = "trafilatura"
     except Exception:  # trafilatura raises many kinds on broken markup; the fallback decides
         markdown = None

@@ -161,6 +161,21 @@ class Hit:
     doc_key: str
     point_id: str
 
+    @classmethod
+    def from_payload(cls, point_id: Any, score: float, payload: dict[str, Any]) -> Hit:
+        """A hit from a stored LangChain-compatible payload (what every store keeps)."""
+        meta = payload.get("metadata", {})
+        return cls(
+            score=float(score),
+            text=payload.get("page_content", ""),
+            url=meta.get("url", ""),
+            title=meta.get("title", ""),
+            headings=tuple(meta.get("headings", ())),
+            source=meta.get("source", ""),
+            doc_key=meta.get("doc_key", ""),
+            point_id=str(point_id),
+        )
+
 
 @dataclass(frozen=True)
 class StoreOp:
