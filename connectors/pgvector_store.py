@@ -127,8 +127,8 @@ class PgVectorStore:
         import psycopg
 
         for start in range(0, len(rows), self.batch_size):
-            try:
-                with self.conn.cursor() as cursor:
+            try:  # one transaction per batch: one commit (and WAL flush), not one per row
+                with self.conn.transaction(), self.conn.cursor() as cursor:
                     cursor.executemany(statement, rows[start : start + self.batch_size])
             except psycopg.Error as exc:
                 raise StoreError(f"pgvector {self.collection}: {exc}") from exc

