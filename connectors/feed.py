@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from connectors.xmlsafety import refuse_entities
-from ragsync.errors import FetchError
 from ragsync.models import Candidate, Checkpoint
 from ragsync.protocols import DiscoveryContext
 from ragsync.urls import require_http_url
@@ -84,13 +83,8 @@ class FeedSource:
         self.options = options
 
     def discover(self, ctx: DiscoveryContext) -> Iterator[Candidate | Checkpoint]:
-        try:
-            feed = ctx.get_parsed(self.options.url, parse_feed)
-        except FetchError as exc:
-            ctx.warn(f"feed {self.options.url}: {exc.reason}")
-            return
-        except ValueError as exc:
-            ctx.warn(f"feed {self.options.url}: {exc}")
+        feed = ctx.get_parsed_or_warn(self.options.url, parse_feed, "feed")
+        if feed is None:
             return
         checkpoint = ctx.checkpoint() or {}
         newest, known = checkpoint.get("newest"), set(checkpoint.get("ids", []))

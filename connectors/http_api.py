@@ -158,12 +158,7 @@ class HttpApiSource:
             try:
                 response = ctx.get(url)
                 if response.status != 200:
-                    raise FetchError(
-                        url,
-                        f"HTTP {response.status}",
-                        status=response.status,
-                        transient=response.status >= 500,
-                    )
+                    raise FetchError.for_status(url, response.status)
                 data = json.loads(response.body)
             except (FetchError, ValueError) as exc:
                 failed(exc.reason if isinstance(exc, FetchError) else f"invalid JSON: {exc}", url)

@@ -224,24 +224,14 @@ class QdrantStore:
             )
 
     def search(self, vector: Sequence[float], k: int, source: str | None = None) -> list[Hit]:
-        from qdrant_client import models
 
         if not self.exists():
             return []
-        query_filter = None
-        if source:
-            query_filter = models.Filter(
-                must=[
-                    models.FieldCondition(
-                        key="metadata.source", match=models.MatchValue(value=source)
-                    )
-                ]
-            )
         found = self.client.query_points(
             self.collection,
             query=list(vector),
             limit=k,
-            query_filter=query_filter,
+            query_filter=_source_filter(source),
             with_payload=True,
         ).points
         return [Hit.from_payload(p.id, p.score, p.payload or {}) for p in found]
@@ -254,7 +244,7 @@ class QdrantStore:
         while True:
             records, offset = self.client.scroll(
                 self.collection,
-                limit=BATCH,
+                limit=self.batch_size,
                 offset=offset,
                 with_payload=True,
                 with_vectors=with_vectors,
@@ -266,17 +256,18 @@ class QdrantStore:
 
     def count(self, source: str | None = None) -> int:
         """Points in the collection (of one source when ``source`` is given)."""
-        from qdrant_client import models
 
         if not self.exists():
             return 0
-        count_filter = None
-        if source:
-            count_filter = models.Filter(
-                must=[
-                    models.FieldCondition(
-                        key="metadata.source", match=models.MatchValue(value=source)
-                    )
-                ]
-            )
-        return int(self.client.count(self.collection, count_filter=count_filter, exact=True).count)
+        found = self.client.count(self.collection, count_filter=_source_filter(source), exact=True)
+        return int(found.count)
+
+
+def _source_filter(source: str | None) -> Any:
+    """Points of one source (``metadata.source``), or None for all."""
+    from qdrant_client import models
+
+    if not source:
+        return None
+    condition = models.FieldCondition(key="metadata.source", match=models.MatchValue(value=source))
+    return models.Filter(must=[condition])

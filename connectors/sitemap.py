@@ -17,7 +17,6 @@ from lxml import etree
 from protego import Protego
 
 from connectors.xmlsafety import refuse_entities
-from ragsync.errors import FetchError
 from ragsync.models import Candidate
 from ragsync.protocols import DiscoveryContext
 from ragsync.urls import require_http_url
@@ -124,10 +123,8 @@ class SitemapSource:
         seen: set[str] = set()
         roots = [self.options.url]
         if urlsplit(self.options.url).path == "/robots.txt":
-            try:
-                roots = ctx.get_parsed(self.options.url, _robots_sitemaps)
-            except (FetchError, ValueError) as exc:
-                ctx.warn(f"robots.txt {self.options.url}: {exc}")
+            roots = ctx.get_parsed_or_warn(self.options.url, _robots_sitemaps, "robots.txt")
+            if roots is None:
                 return
             if not roots:
                 ctx.warn(f"robots.txt {self.options.url}: lists no Sitemap")
@@ -140,13 +137,8 @@ class SitemapSource:
         if url in seen:
             return
         seen.add(url)
-        try:
-            parsed = ctx.get_parsed(url, _parse_for_cache)
-        except FetchError as exc:
-            ctx.warn(f"sitemap {url}: {exc.reason}")
-            return
-        except ValueError as exc:
-            ctx.warn(f"sitemap {url}: {exc}")
+        parsed = ctx.get_parsed_or_warn(url, _parse_for_cache, "sitemap")
+        if parsed is None:
             return
         pages, children = parsed["pages"], parsed["children"]
         for page_url, lastmod in pages:

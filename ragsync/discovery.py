@@ -50,13 +50,24 @@ class DiscoveryContext:
         self._outcome = outcome
         self.now = now
 
-    def get(self, url: str, headers: dict[str, str] | None = None) -> Response:
+    def get(self, url: str) -> Response:
         """GET a discovery document. Raises ``FetchError`` (a paused host is transient)."""
         self._outcome.counters.requests_sent += 1
         try:
             return self._fetcher.get(url)
         except HostPaused as paused:
             raise FetchError(url, str(paused), transient=True) from paused
+
+    def get_parsed_or_warn(self, url: str, parse: Callable[[bytes], T], what: str) -> T | None:
+        """:meth:`get_parsed`, or None after a warning naming ``what`` and ``url`` when the
+        document cannot be fetched or parsed (discovery goes on with what it has)."""
+        try:
+            return self.get_parsed(url, parse)
+        except FetchError as exc:
+            self.warn(f"{what} {url}: {exc.reason}")
+        except ValueError as exc:
+            self.warn(f"{what} {url}: {exc}")
+        return None
 
     def get_parsed(self, url: str, parse: Callable[[bytes], T]) -> T:
         """``parse(body)`` of the document at ``url``, revalidated conditionally.
@@ -82,12 +93,7 @@ class DiscoveryContext:
             self._outcome.counters.discovery_not_modified += 1
             return json.loads(cached["parsed"])  # type: ignore[no-any-return]
         if response.status != 200:
-            raise FetchError(
-                url,
-                f"HTTP {response.status}",
-                status=response.status,
-                transient=response.status >= 500 or response.status == 429,
-            )
+            raise FetchError.for_status(url, response.status)
         parsed = parse(response.body)
         self._outcome.counters.discovery_parsed += 1
         self.state.put_discovery_entry(

@@ -47,6 +47,11 @@ class FetchError(RagsyncError):
         self.transient = transient
         super().__init__(f"{url}: {reason}")
 
+    @classmethod
+    def for_status(cls, url: str, status: int) -> FetchError:
+        """A response that is not the document: 5xx and 429 are worth a retry."""
+        return cls(url, f"HTTP {status}", status=status, transient=status >= 500 or status == 429)
+
 
 class ExtractError(RagsyncError):
     """A fetched body could not be turned into Markdown."""

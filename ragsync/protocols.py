@@ -22,6 +22,10 @@ class DiscoveryContext(Protocol):
         """``parse(body)``, revalidated conditionally: a 304 reuses the cached parse."""
         ...
 
+    def get_parsed_or_warn(self, url: str, parse: Callable[[bytes], Any], what: str) -> Any:
+        """``get_parsed``, or None after a warning when the document cannot be had."""
+        ...
+
     def checkpoint(self) -> Any:
         """The source's last committed continuation."""
         ...

@@ -119,12 +119,7 @@ def test_robots(robots_status, robots_body, allowed, disallowed):
     def get_text(url):
         response = fetcher.get(url)
         if response.status != 200:
-            raise FetchError(
-                url,
-                f"HTTP {response.status}",
-                status=response.status,
-                transient=response.status >= 500,
-            )
+            raise FetchError.for_status(url, response.status)
         return response.body.decode()
 
     robots = RobotsPolicy(get_text, "ragsync/0.1.0")
