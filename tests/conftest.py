@@ -137,6 +137,11 @@ def store_table(tmp_path: Path) -> dict[str, Any]:
     return {"path": str(tmp_path / "qdrant"), "collection": "test"}
 
 
+def sitemap_source(site: DevSite, path: str = "/sitemap.xml", **extra: Any) -> dict[str, Any]:
+    """The ``[[sources]]`` table of ``site``'s sitemap (id ``docs``) with ``extra`` keys."""
+    return {"id": "docs", "kind": "sitemap", "url": site.base_url + path, **extra}
+
+
 def make_config(tmp_path: Path, sources: list[dict[str, Any]], **tables: Any):
     data = {
         "state": {"path": str(tmp_path / "state.db")},
@@ -153,10 +158,7 @@ def make_syncer(tmp_path: Path, embedder: CountingEmbedder):
     made: list[Syncer] = []
 
     def build(site: DevSite, path: str = "/sitemap.xml", **source: Any) -> Syncer:
-        config = make_config(
-            tmp_path,
-            [{"id": "docs", "kind": "sitemap", "url": site.base_url + path, **source}],
-        )
+        config = make_config(tmp_path, [sitemap_source(site, path, **source)])
         syncer = Syncer(config, embedder=embedder)
         made.append(syncer)
         return syncer

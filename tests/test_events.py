@@ -11,7 +11,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import example_pages, make_config, page, sentences
+from conftest import example_pages, make_config, page, sentences, sitemap_source
 from standardwebhooks.webhooks import Webhook
 
 from ragsync.devsite import DevSite
@@ -91,15 +91,7 @@ def test_events_survive_a_failing_receiver_and_keep_per_document_order(
     try:
         config = make_config(
             tmp_path,
-            [
-                {
-                    "id": "docs",
-                    "kind": "sitemap",
-                    "url": site.base_url + "/sitemap.xml",
-                    "missing_confirmations": 2,
-                    "missing_grace": "0s",
-                }
-            ],
+            [sitemap_source(site, missing_confirmations=2, missing_grace="0s")],
             **events_table(receiver),
         )
         with Syncer(config, embedder=embedder) as syncer:
@@ -216,7 +208,7 @@ def test_filters_and_a_bad_secret(tmp_path, receiver, embedder):
     site = DevSite(example_pages(1))
     site.start()
     try:
-        source = [{"id": "docs", "kind": "sitemap", "url": site.base_url + "/sitemap.xml"}]
+        source = [sitemap_source(site)]
         config = make_config(tmp_path, source, **events_table(receiver, types=["removed"]))
         with Syncer(config, embedder=embedder) as syncer:
             assert syncer.run().counters.events_delivered == 0  # only "created" happened

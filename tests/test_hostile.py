@@ -9,7 +9,7 @@ import time
 import zlib
 
 import pytest
-from conftest import make_config, page, sentences
+from conftest import make_config, page, sentences, sitemap_source
 
 from ragsync.devsite import DevSite
 from ragsync.sync import Syncer
@@ -82,7 +82,7 @@ def test_hostile_response_ends_the_page_not_the_run(tmp_path, site, embedder, ca
     fault, reason = CASES[case]
     config = make_config(
         tmp_path,
-        [{"id": "docs", "kind": "sitemap", "url": site.base_url + "/sitemap.xml"}],
+        [sitemap_source(site)],
         fetch={"max_body_bytes": 200_000, "timeout": 1.0, "max_redirects": 5},
     )
     with Syncer(config, embedder=embedder) as syncer:
@@ -121,9 +121,7 @@ def test_wrong_charset_declaration_is_survived(tmp_path, site, embedder):
     site.fault = lambda path, headers: (
         (200, HTML, latin1.encode("latin-1")) if path == VICTIM else None
     )
-    config = make_config(
-        tmp_path, [{"id": "docs", "kind": "sitemap", "url": site.base_url + "/sitemap.xml"}]
-    )
+    config = make_config(tmp_path, [sitemap_source(site)])
     with Syncer(config, embedder=embedder) as syncer:
         assert syncer.run().ok
         markdown = syncer.state.document(f"docs:{site.base_url}{VICTIM}")["markdown"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import example_pages, make_config
+from conftest import example_pages, make_config, sitemap_source
 from embedding_server import EmbeddingServer
 
 from ragsync.devsite import DevSite
@@ -101,7 +101,7 @@ def test_a_whole_sync_through_the_http_embedder(tmp_path, real_embedder, service
     try:
         config = make_config(
             tmp_path,
-            [{"id": "docs", "kind": "sitemap", "url": site.base_url + "/sitemap.xml"}],
+            [sitemap_source(site)],
             embedder={"kind": "http", "url": url, "batch_size": 3},
         )
         with Syncer(config) as syncer:

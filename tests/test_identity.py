@@ -4,7 +4,7 @@ never create a second record (issue #3)."""
 from __future__ import annotations
 
 import pytest
-from conftest import example_pages
+from conftest import example_pages, sitemap_source
 
 from ragsync.devsite import DevSite
 
@@ -108,7 +108,7 @@ def test_changed_lastmod_is_checked_first_but_every_page_is_revalidated(tmp_path
         # One request at a time, so the order the site sees is the order of the work.
         config = make_config(
             tmp_path,
-            [{"id": "docs", "kind": "sitemap", "url": site.base_url + "/sitemap.xml"}],
+            [sitemap_source(site)],
             fetch={"concurrency": 1, "per_host_concurrency": 1},
         )
         syncer = Syncer(config, embedder=embedder)

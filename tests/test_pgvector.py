@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import example_pages, make_config, postgres_url
+from conftest import example_pages, make_config, postgres_url, sitemap_source
 
 from connectors.pgvector_store import PgVectorStore
 from ragsync.config import StoreConfig
@@ -38,7 +38,7 @@ def test_a_whole_sync_lands_in_postgres_and_verifies_clean(tmp_path, embedder):
     try:
         config = make_config(
             tmp_path,
-            [{"id": "docs", "kind": "sitemap", "url": site.base_url + "/sitemap.xml"}],
+            [sitemap_source(site)],
             store={"kind": "pgvector", "url": postgres_url(), "collection": table},
         )
         with Syncer(config, embedder=embedder) as syncer:

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from conftest import page, sentences
+from conftest import page, sentences, sitemap_source
 
 
 def test_plan_reports_exactly_what_the_next_run_does(site, make_syncer, embedder):
@@ -81,7 +81,7 @@ def test_reindex_after_a_chunker_change_needs_no_network_and_embeds_only_new_tex
     from ragsync.chunk import count_tiktoken
     from ragsync.sync import Syncer
 
-    source = [{"id": "docs", "kind": "sitemap", "url": site.base_url + "/sitemap.xml"}]
+    source = [sitemap_source(site)]
     with Syncer(make_config(tmp_path, source), embedder=embedder) as syncer:
         syncer.run()
         original = {pid for pid, _, _ in syncer.store.points()}
@@ -133,7 +133,7 @@ def test_a_model_change_never_mixes_two_models_in_one_collection(tmp_path, site,
     from ragsync.errors import StoreError
     from ragsync.sync import Syncer
 
-    source = [{"id": "docs", "kind": "sitemap", "url": site.base_url + "/sitemap.xml"}]
+    source = [sitemap_source(site)]
     with Syncer(make_config(tmp_path, source), embedder=embedder) as syncer:
         syncer.run()
     site.set_page("/guide/page-0", "Guide 0", "<h1>Guide 0</h1><p>" + sentences("x") + "</p>")

@@ -9,7 +9,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from conftest import make_config, page, sentences
+from conftest import make_config, page, sentences, sitemap_source
 
 from ragsync.config import load_config
 from ragsync.devsite import DevSite
@@ -88,16 +88,7 @@ def test_a_changing_page_is_checked_more_often_than_a_static_one(tmp_path, embed
     try:
         config = make_config(
             tmp_path,
-            [
-                {
-                    "id": "docs",
-                    "kind": "sitemap",
-                    "url": site.base_url + "/sitemap.xml",
-                    "every": "10m",
-                    "min_interval": "10m",
-                    "max_interval": "8h",
-                }
-            ],
+            [sitemap_source(site, every="10m", min_interval="10m", max_interval="8h")],
         )
         with Syncer(config, embedder=embedder, clock=clock) as syncer:
             for round_ in range(12):
@@ -148,16 +139,7 @@ def test_due_pages_are_checked_even_when_their_listing_is_not_due(tmp_path, site
     clock = Clock()
     config = make_config(
         tmp_path,
-        [
-            {
-                "id": "docs",
-                "kind": "sitemap",
-                "url": site.base_url + "/sitemap.xml",
-                "every": "1h",
-                "min_interval": "1m",
-                "max_interval": "2m",
-            }
-        ],
+        [sitemap_source(site, every="1h", min_interval="1m", max_interval="2m")],
     )
     with Syncer(config, embedder=embedder, clock=clock) as syncer:
         syncer.run()

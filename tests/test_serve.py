@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from conftest import example_pages, make_config, page, sentences
+from conftest import example_pages, make_config, page, sentences, sitemap_source
 from prometheus_client.parser import text_string_to_metric_families
 from standardwebhooks.webhooks import Webhook
 from starlette.testclient import TestClient
@@ -49,12 +49,7 @@ def client(tmp_path, monkeypatch, site):
     config = make_config(
         tmp_path,
         [
-            {
-                "id": "docs",
-                "kind": "sitemap",
-                "url": site.base_url + "/sitemap.xml",
-                "webhook_secret": "${DOCS_HOOK_SECRET}",
-            },
+            sitemap_source(site, webhook_secret="${DOCS_HOOK_SECRET}"),
             {"id": "nohook", "kind": "urls", "urls": [site.base_url + "/"]},
         ],
     )
