@@ -86,6 +86,9 @@ def path_field(default: str) -> Any:
 @dataclass(frozen=True)
 class StateConfig:
     path: str = path_field(".ragsync/state.db")
+    # A shared PostgreSQL instead of the SQLite file (workers): password as ${ENV_VAR}
+    url: str | None = None
+    pool_size: int = 4  # PostgreSQL connections per process
     raw_body_retention: float = duration("7d")  # raw bodies kept (compressed) for `reindex`
 
 

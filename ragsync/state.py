@@ -1,4 +1,5 @@
-"""The state DB: the source of truth. SQLite through sqlite-utils, WAL mode.
+"""The state DB: the source of truth. SQLite through sqlite-utils (WAL mode) by default, or
+PostgreSQL (:mod:`ragsync.pgstate`) when many workers share it.
 
 Every other store (the vector index) is a projection of this one, written only through the
 ``journal`` table: a document's new state, its chunk list, its change-log row and the vector-store
@@ -6,7 +7,8 @@ operations it implies are committed in one transaction (:meth:`StateDB.commit_do
 operations are applied afterwards and deleted once done, so a crash at any instant is repaired by
 replaying what is left in the journal.
 
-All SQL lives in this module, so another backend is an addition, not a rewrite.
+All SQL lives in this module and runs unchanged on both backends (``?`` placeholders, standard
+SQL); the PostgreSQL backend provides the few sqlite-utils calls used here.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+import time
 import uuid
 import zlib
 from array import array
@@ -23,13 +26,14 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from ragsync.config import StateConfig, resolve_env
 from ragsync.errors import StateError
 from ragsync.models import StoredChunk, StoreOp
 
-Migration = Callable[[Database], None]
+Migration = Callable[[Any], None]  # a sqlite-utils Database or a PgDatabase
 
 
-def _m001_initial(db: Database) -> None:
+def _m001_initial(db: Any) -> None:
     db.table("documents").create(
         {
             "doc_key": str,
@@ -138,7 +142,7 @@ def _m001_initial(db: Database) -> None:
     )
 
 
-def _m002_failures_and_deletion(db: Database) -> None:
+def _m002_failures_and_deletion(db: Any) -> None:
     documents = db.table("documents")
     documents.add_column("missing_count", int)
     documents.add_column("missing_since", str)
@@ -154,7 +158,7 @@ def _m002_failures_and_deletion(db: Database) -> None:
     )
 
 
-def _m003_discovery(db: Database) -> None:
+def _m003_discovery(db: Any) -> None:
     db.table("discovery_cache").create(
         {
             "url": str,
@@ -189,7 +193,7 @@ def _m003_discovery(db: Database) -> None:
     db.table("poll_log").create_index(["source_id", "window_start"])
 
 
-def _m004_outbox(db: Database) -> None:
+def _m004_outbox(db: Any) -> None:
     db.table("outbox").create(
         {
             "seq": int,
@@ -212,7 +216,7 @@ def _m004_outbox(db: Database) -> None:
     db.table("outbox").create_index(["event_id", "endpoint"], unique=True)
 
 
-def _m005_bodies_and_collections(db: Database) -> None:
+def _m005_bodies_and_collections(db: Any) -> None:
     db.table("raw_bodies").create(
         {
             "doc_key": str,
@@ -230,7 +234,7 @@ def _m005_bodies_and_collections(db: Database) -> None:
     )
 
 
-def _m006_targeted_queue(db: Database) -> None:
+def _m006_targeted_queue(db: Any) -> None:
     db.table("queue").create(
         {
             "id": int,
@@ -248,7 +252,7 @@ def _m006_targeted_queue(db: Database) -> None:
     )
 
 
-def _m007_schedule(db: Database) -> None:
+def _m007_schedule(db: Any) -> None:
     db.table("documents").add_column("check_interval", float)
     db.table("documents").create_index(["source_id", "next_check_at"])
     db.table("schedule").create(
@@ -279,14 +283,24 @@ def point_id(doc_key: str, chunk_hash: str, model_id: str, occurrence: int = 0) 
 
 
 class StateDB:
-    """The ragsync state DB at ``path`` (``":memory:"`` for tests).
+    """The ragsync state DB: a SQLite file at ``target`` (``":memory:"`` for tests), or a
+    PostgreSQL database when ``target`` is a ``postgresql://`` URL.
 
     Raises:
-        StateError: the file cannot be opened, or was written by a newer ragsync.
+        StateError: the DB cannot be opened, or was written by a newer ragsync.
     """
 
-    def __init__(self, path: str | Path):
-        self.path = str(path)
+    def __init__(self, target: str | Path, *, pool_size: int = 4):
+        self.path = str(target)
+        self.postgres = self.path.startswith(("postgresql://", "postgres://"))
+        self.db: Any
+        if self.postgres:
+            from ragsync.pgstate import PgDatabase, redact
+
+            self.path = redact(self.path)  # what messages show
+            self.db = PgDatabase(str(target), pool_size=pool_size)
+            self.migrate()
+            return
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -299,17 +313,29 @@ class StateDB:
         except sqlite3.DatabaseError as exc:
             raise StateError(f"{self.path}: cannot open the state DB: {exc}") from exc
 
+    @classmethod
+    def from_config(cls, config: StateConfig) -> StateDB:
+        """The state DB a ``[state]`` table names (``url`` wins over ``path``)."""
+        if config.url:
+            return cls(resolve_env(config.url, key="state.url") or "", pool_size=config.pool_size)
+        return cls(config.path)
+
     def close(self) -> None:
         self.db.close()
 
     @contextlib.contextmanager
     def write(self) -> Iterator[None]:
-        """A write transaction that takes SQLite's write lock up front (BEGIN IMMEDIATE).
+        """A write transaction; nested use is a savepoint.
 
-        A deferred transaction that reads, then writes, fails at once with "database is
-        locked" when another connection (the `serve` receiver, a second worker) wrote in
-        between; an immediate one waits for the lock instead. Nested use is a savepoint.
+        On SQLite it takes the write lock up front (BEGIN IMMEDIATE): a deferred transaction
+        that reads, then writes, fails at once with "database is locked" when another
+        connection (the `serve` receiver, a second process) wrote in between; an immediate one
+        waits for the lock instead. On PostgreSQL it pins one pooled connection to the thread.
         """
+        if self.postgres:
+            with self.db.transaction():
+                yield
+            return
         if self.db.conn.in_transaction:
             with self.db.atomic():
                 yield
@@ -323,28 +349,44 @@ class StateDB:
         else:
             self.db.conn.execute("COMMIT")
 
+    def copy_to(self, path: str | Path) -> StateDB:
+        """A SQLite copy of this state at ``path`` (the throwaway state of a dry run)."""
+        copy = StateDB(path)
+        if not self.postgres:
+            self.db.conn.backup(copy.db.conn)
+            return copy
+        with copy.write():
+            for name in self.db.table_names():
+                if name != "_migrations" and copy.db.table(name).exists():
+                    rows = self.db.table(name).rows
+                    copy.db.execute(f"delete from [{name}]")
+                    copy.db.table(name).insert_all(rows)
+        return copy
+
     # -- schema -----------------------------------------------------------------------------
 
     def migrate(self) -> list[str]:
-        """Apply the named migrations not applied yet, in order; return their names."""
+        """Apply the named migrations not applied yet, in order, in one transaction that other
+        processes starting at the same moment wait for; return their names."""
         table = self.db.table("_migrations")
-        if not table.exists():
-            table.create({"name": str, "applied_at": str}, pk="name")
-        done = {row["name"] for row in table.rows}
-        known = {name for name, _ in MIGRATIONS}
-        if done - known:
-            raise StateError(
-                f"{self.path}: written by a newer ragsync (unknown migrations: "
-                f"{', '.join(sorted(done - known))})"
-            )
-        applied = []
-        for name, migration in MIGRATIONS:
-            if name in done:
-                continue
-            with self.write():  # one migration, one transaction
-                migration(self.db)
-                table.insert({"name": name, "applied_at": _now_sql(self.db)})
-            applied.append(name)
+        with self.write():
+            if self.postgres:
+                self.db.lock("ragsync-migrations")
+            if not table.exists():
+                table.create({"name": str, "applied_at": str}, pk="name")
+            done = {row["name"] for row in table.rows}
+            known = {name for name, _ in MIGRATIONS}
+            if done - known:
+                raise StateError(
+                    f"{self.path}: written by a newer ragsync (unknown migrations: "
+                    f"{', '.join(sorted(done - known))})"
+                )
+            applied = []
+            for name, migration in MIGRATIONS:
+                if name not in done:
+                    migration(self.db)
+                    table.insert({"name": name, "applied_at": _utc_now()})
+                    applied.append(name)
         return applied
 
     # -- documents --------------------------------------------------------------------------
@@ -427,7 +469,7 @@ class StateDB:
                 fields: dict[str, Any] = {"last_checked_at": checked_at, "status": "active"}
                 fields.update({k: v for k, v in validators.items() if v is not None})
                 fields.update(missing_count=0, missing_since=None, missing_evidence=None)
-                assignments = ", ".join(f"[{name}] = ?" for name in fields)
+                assignments = ", ".join(f'"{name}" = ?' for name in fields)
                 self.db.execute(
                     f"update documents set {assignments} where doc_key = ?",
                     [*fields.values(), doc_key],
@@ -894,5 +936,5 @@ def _json_or_none(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def _now_sql(db: Database) -> str:
-    return db.execute("select strftime('%Y-%m-%dT%H:%M:%SZ', 'now')").fetchone()[0]
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

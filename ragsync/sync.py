@@ -183,7 +183,7 @@ class Syncer:
         self._embedder = embedder
         self._owns_embedder = embedder is None  # an injected embedder is the caller's to close
         self._store = store
-        self.state = state or StateDB(config.state.path)
+        self.state = state or StateDB.from_config(config.state)
         self._transport = transport
         self.clock = clock or (lambda: datetime.now(UTC))
         self._random = random.Random()
@@ -327,8 +327,7 @@ class Syncer:
         """
         counting = CountingEmbedder(self.embedder)
         with tempfile.TemporaryDirectory(prefix="ragsync-plan-") as folder:
-            copy = StateDB(Path(folder) / "state.db")
-            self.state.db.conn.backup(copy.db.conn)
+            copy = self.state.copy_to(Path(folder) / "state.db")
             dry = Syncer(
                 dataclasses.replace(self.config, events=()),
                 embedder=counting,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -127,6 +129,37 @@ def postgres_url() -> str:
     return str(_POSTGRES["url"])
 
 
+# RAGSYNC_TEST_STATE=postgres keeps the state in a fresh PostgreSQL database per test folder
+# instead of a SQLite file: `make test` runs the state and end-to-end modules both ways.
+TEST_STATE = os.environ.get("RAGSYNC_TEST_STATE", "sqlite")
+
+
+def postgres_database(name: str) -> str:
+    """The URL of database ``name`` on the test PostgreSQL, created when it does not exist."""
+    import psycopg
+
+    url = postgres_url()
+    with psycopg.connect(url, autocommit=True) as conn:
+        if not conn.execute("select 1 from pg_database where datname = %s", [name]).fetchone():
+            conn.execute(f'create database "{name}"')
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(path="/" + name))
+
+
+def state_target(folder: Path) -> str:
+    """Where a test keeps its state: ``folder/state.db``, or a PostgreSQL database named
+    after ``folder`` (the same one each time it is asked)."""
+    if TEST_STATE == "postgres":
+        return postgres_database("s_" + hashlib.sha1(str(folder).encode()).hexdigest()[:20])
+    return str(folder / "state.db")
+
+
+def state_table(folder: Path) -> dict[str, Any]:
+    """The ``[state]`` table of a test (see :func:`state_target`)."""
+    target = state_target(folder)
+    return {"url": target} if target.startswith("postgresql://") else {"path": target}
+
+
 def store_table(tmp_path: Path) -> dict[str, Any]:
     """The ``[store]`` table of a test: Qdrant local mode, or a fresh pgvector table."""
     if TEST_STORE == "pgvector":
@@ -144,7 +177,7 @@ def sitemap_source(site: DevSite, path: str = "/sitemap.xml", **extra: Any) -> d
 
 def make_config(tmp_path: Path, sources: list[dict[str, Any]], **tables: Any):
     data = {
-        "state": {"path": str(tmp_path / "state.db")},
+        "state": state_table(tmp_path),
         "store": store_table(tmp_path),
         # Due on every run unless a test says otherwise: most tests revalidate on each run.
         "sources": [{"every": "0s", **source} for source in sources],

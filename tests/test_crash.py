@@ -3,6 +3,7 @@ what one uninterrupted run produces — no duplicate, orphan or missing point.""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import example_pages
+from conftest import example_pages, state_table
 
 from connectors.qdrant_store import QdrantStore
 from ragsync.config import load_config
@@ -20,7 +21,7 @@ from ragsync.state import StateDB
 
 CONFIG = """
 [state]
-path = "state.db"
+{state}
 
 [store]
 path = "qdrant"
@@ -43,7 +44,8 @@ url = "{base}/sitemap.xml"
 def write_config(folder: Path, base: str) -> Path:
     folder.mkdir()
     path = folder / "ragsync.toml"
-    path.write_text(CONFIG.format(base=base))
+    ((key, value),) = state_table(folder).items()
+    path.write_text(CONFIG.format(base=base, state=f"{key} = {json.dumps(value)}"))
     return path
 
 
@@ -83,7 +85,7 @@ def index_of(folder: Path) -> tuple[dict[str, dict], set[str], int, int]:
         count = store.count()
     finally:
         store.close()
-    state = StateDB(config.state.path)
+    state = StateDB.from_config(config.state)
     try:
         state_ids = {chunk.point_id for _, chunk in state.all_chunks()}
         pending = state.pending_count()

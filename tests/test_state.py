@@ -6,15 +6,28 @@ import sqlite3
 import zlib
 
 import pytest
+from conftest import TEST_STATE, state_target
 
 from ragsync.errors import StateError
 from ragsync.models import StoredChunk
 from ragsync.state import MIGRATIONS, StateDB
 
+# Run on both backends: RAGSYNC_TEST_STATE=postgres puts the same tests on PostgreSQL.
+INTEGRITY_ERRORS: tuple[type[Exception], ...] = (sqlite3.IntegrityError,)
+if TEST_STATE == "postgres":
+    import psycopg
+
+    INTEGRITY_ERRORS += (psycopg.IntegrityError,)
+
 
 @pytest.fixture
-def state(tmp_path):
-    db = StateDB(tmp_path / "state.db")
+def target(tmp_path):
+    return state_target(tmp_path)
+
+
+@pytest.fixture
+def state(target):
+    db = StateDB(target)
     yield db
     db.close()
 
@@ -36,10 +49,11 @@ def chunk(pid="p1", text="hello"):
     return StoredChunk(pid, 0, "c" + pid, text, ("A",), 1, "t0")
 
 
-def test_migrations_are_named_ordered_and_applied_once(tmp_path, state):
+def test_migrations_are_named_ordered_and_applied_once(state):
     assert [r["name"] for r in state.db["_migrations"].rows] == [n for n, _ in MIGRATIONS]
     assert state.migrate() == []
-    assert state.db.journal_mode == "wal"
+    if not state.postgres:
+        assert state.db.journal_mode == "wal"
     assert {
         "documents",
         "fetch_attempts",
@@ -51,16 +65,16 @@ def test_migrations_are_named_ordered_and_applied_once(tmp_path, state):
     } <= set(state.db.table_names())
 
 
-def test_a_db_from_a_newer_ragsync_is_refused(tmp_path, state):
+def test_a_db_from_a_newer_ragsync_is_refused(target, state):
     state.db["_migrations"].insert({"name": "999_future", "applied_at": "x"})
     state.close()
     with pytest.raises(StateError, match="newer ragsync"):
-        StateDB(tmp_path / "state.db")
+        StateDB(target)
 
 
 def test_commit_document_is_all_or_nothing(state):
     state.commit_document(doc(), [chunk()], [{"op": "upsert", "point_id": "p1"}], None)
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(INTEGRITY_ERRORS):
         # A journal row without its point id violates NOT NULL: nothing of this commit lands.
         state.commit_document(doc(title="B"), [chunk("p2")], [{"op": "upsert"}], None)
     assert state.document("docs:https://x/a")["title"] == "A"
@@ -134,10 +148,10 @@ def test_dead_and_attention_pages_are_held_back_until_asked(state):
     assert state.held_back("other", "t") == set()
 
 
-def test_host_pauses_persist(tmp_path, state):
+def test_host_pauses_persist(target, state):
     state.pause_host("http://x.org", 1234.5, "HTTP 429", "t")
     state.close()
-    again = StateDB(tmp_path / "state.db")
+    again = StateDB(target)
     assert again.host_pauses() == {"http://x.org": 1234.5}
     again.close()
 

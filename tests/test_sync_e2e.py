@@ -209,9 +209,7 @@ def test_journal_left_by_a_crash_is_replayed_first(site, make_syncer):
         )
     syncer.store.delete(list(index))
     syncer.store.close()
-    syncer.state.db["journal"].insert_all(
-        [{**op, "payload": __import__("json").dumps(op["payload"])} for op in pending], pk="seq"
-    )
+    syncer.state.enqueue(pending)
 
     result = syncer.run()
 

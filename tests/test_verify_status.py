@@ -54,8 +54,8 @@ def test_verify_repair_embeds_only_what_the_cache_lacks(site, make_syncer, embed
     pid = sorted(pid for pid, _, _ in syncer.store.points())[0]
     syncer.store.delete([pid])
     syncer.store.close()
-    syncer.state.db.execute("delete from embedding_cache")
-    syncer.state.db.conn.commit()
+    with syncer.state.write():
+        syncer.state.db.execute("delete from embedding_cache")
     embedder.texts.clear()
     assert syncer.verify(repair=True).repaired
     assert len(embedder.texts) == 1
