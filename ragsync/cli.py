@@ -135,6 +135,64 @@ def run(
     )
 
 
+@main.command()
+@CONFIG_OPTION
+@click.option(
+    "--until-idle",
+    is_flag=True,
+    help="Exit once nothing is due, queued, claimed or waiting in the journal anywhere.",
+)
+@click.option(
+    "--lease",
+    default="60s",
+    show_default=True,
+    help="How long a claim outlives a worker that stopped renewing it (died).",
+)
+@click.option("--batch", default=64, show_default=True, help="Pages claimed at a time.")
+@click.option("--id", "worker_id", help="This worker's name in leases (default: host-pid-random).")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the worker's report as JSON on stdout."
+)
+@_errors_to_exit_codes
+def worker(
+    config_path: str,
+    until_idle: bool,
+    lease: str,
+    batch: int,
+    worker_id: str | None,
+    as_json: bool,
+) -> None:
+    """One of many processes sharing the state DB: claim due pages, sync them, repeat.
+
+    SIGTERM or Ctrl-C finishes the batch in hand and hands back the rest; a second one stops
+    at once (what the worker held comes free when its lease runs out).
+    """
+    import signal
+    import threading
+
+    from ragsync.config import parse_duration
+    from ragsync.sync import Syncer
+    from ragsync.worker import Worker
+
+    try:
+        lease_seconds = parse_duration(lease)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--lease") from None
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    with Syncer.from_config(config_path) as syncer:
+        runner = Worker(syncer, worker_id=worker_id, lease=lease_seconds, batch=batch)
+        result = runner.run(until_idle=until_idle, stop=stop)
+    _report(result, as_json)
+
+
 def _report(result: Any, as_json: bool) -> None:
     """Print a run report (JSON on stdout, or the summary on stderr) and exit 0 or 1."""
     if as_json:

@@ -56,6 +56,8 @@ class DevSite:
         validators: send ETag/Last-Modified and answer conditional requests with 304.
         noise: add per-request noise around the main content.
         sitemap_index: serve ``/sitemap.xml`` as an index of two gzip children.
+        latency: seconds every response takes (server think time), so that concurrent
+            requests overlap; ``max_in_flight`` is the most the site ever had at once.
     """
 
     def __init__(
@@ -66,6 +68,7 @@ class DevSite:
         validators: bool = True,
         noise: bool = True,
         sitemap_index: bool = False,
+        latency: float = 0.0,
     ):
         self.pages: dict[str, _Page] = {}
         self.robots = robots
@@ -73,6 +76,9 @@ class DevSite:
         self.noise = noise
         self.sitemap_index = sitemap_index
         self.hits: list[Hit] = []
+        self.latency = latency
+        self.in_flight = 0
+        self.max_in_flight = 0
         # Tests install fault injection here: fault(path_and_query, headers) returns
         # (status, headers, body), or None to serve normally; it may sleep (a slow server).
         self.fault: Callable[[str, Any], tuple[int, dict[str, str], bytes] | None] | None = None
@@ -194,6 +200,26 @@ class DevSite:
         )
 
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        # In flight from arrival until the answer is ready (not while it is written: the
+        # client may already have it and start its next request).
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.latency:
+                time.sleep(self.latency)
+            status, headers, body = self._answer(handler)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+        handler.send_response(status)
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def _answer(self, handler: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
         path = handler.path.split("?", 1)[0].split("#", 1)[0]
         conditional = bool(
             handler.headers.get("If-None-Match") or handler.headers.get("If-Modified-Since")
@@ -210,12 +236,7 @@ class DevSite:
                 status, body, headers = self._respond(path, handler, headers)
         with self._lock:  # recorded before answering: hits are in the order clients saw them
             self.hits.append(Hit("GET", path, status, conditional, len(body)))
-        handler.send_response(status)
-        for name, value in headers.items():
-            handler.send_header(name, value)
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
+        return status, headers, body
 
     def _respond(
         self, path: str, handler: BaseHTTPRequestHandler, headers: dict[str, str]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -24,6 +26,34 @@ class Candidate:
     content: str | None = None  # Markdown of the record itself: indexed without fetching
     title: str | None = None
     deleted: bool = False  # an authoritative deletion signal: tombstone at once
+
+
+def work_item(doc_key: str, candidate: Candidate, unlisted: bool) -> dict[str, Any]:
+    """A due page as a row of the shared work queue (see :meth:`StateDB.add_work`)."""
+    record = None
+    if candidate.record_id is not None or candidate.content is not None or candidate.deleted:
+        record = json.dumps(
+            {
+                "record_id": candidate.record_id,
+                "content": candidate.content,
+                "title": candidate.title,
+                "deleted": candidate.deleted,
+            }
+        )
+    return {
+        "doc_key": doc_key,
+        "url": candidate.url,
+        "lastmod": candidate.lastmod,
+        "record": record,
+        "unlisted": int(unlisted),
+    }
+
+
+def work_candidate(row: Mapping[str, Any]) -> tuple[str, Candidate, bool]:
+    """The page a claimed work-queue row stands for: ``(doc_key, candidate, unlisted)``."""
+    record = json.loads(row["record"]) if row["record"] else {}
+    candidate = Candidate(url=row["url"], lastmod=row["lastmod"], **record)
+    return row["doc_key"], candidate, bool(row["unlisted"])
 
 
 @dataclass(frozen=True)
@@ -222,6 +252,7 @@ class Counters:
     tombstones_created: int = 0
     records_moved: int = 0  # renamed pages (301 / rel=canonical) whose record moved
     events_delivered: int = 0
+    pages_queued: int = 0  # workers: due pages put on the shared work queue
 
     def add(self, other: Counters) -> None:
         for name, value in vars(other).items():

@@ -128,15 +128,22 @@ class PgTable:
         return self
 
     def insert_all(
-        self, records: Iterable[Mapping[str, Any]], pk: Any = None, replace: bool = False
+        self,
+        records: Iterable[Mapping[str, Any]],
+        pk: Any = None,
+        replace: bool = False,
+        ignore: bool = False,
     ) -> PgTable:
         rows = list(records)
         if not rows:
             return self
         columns = list(dict.fromkeys(key for row in rows for key in row))
         sql = self._insert_sql(columns)
+        keys = [pk] if isinstance(pk, str) else list(pk or ())
         if replace:
-            sql += self._on_conflict(columns, [pk] if isinstance(pk, str) else list(pk))
+            sql += self._on_conflict(columns, keys)
+        elif ignore:
+            sql += f" on conflict ({', '.join(map(_ident, keys))}) do nothing"
         self.db.execute_many(sql, [[row.get(c) for c in columns] for row in rows])
         return self
 

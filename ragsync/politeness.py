@@ -105,11 +105,12 @@ class PoliteFetcher:
 
     Args:
         fetcher: the plain fetcher (anything with ``get(url, etag=, last_modified=)``).
-        gate: the host gate shared by all workers of the run.
+        gate: the host gate shared by all fetch threads of the run (or, for workers, by every
+            process: :class:`SharedHostGate`).
         default_pause: seconds to pause a host after a 429 without ``Retry-After``.
     """
 
-    def __init__(self, fetcher: Any, gate: HostGate, *, default_pause: float):
+    def __init__(self, fetcher: Any, gate: HostGate | SharedHostGate, *, default_pause: float):
         self.fetcher = fetcher
         self.gate = gate
         self.default_pause = default_pause
@@ -148,3 +149,85 @@ class PoliteFetcher:
         with self._lock:
             pauses, self._new_pauses = self._new_pauses, {}
         return pauses
+
+
+class SharedHostGate:
+    """:class:`HostGate`'s rules kept in the state DB, so they bind every worker sharing it.
+
+    A request takes one of the host's ``per_host_concurrency`` slot rows (leased for
+    ``slot_lease`` seconds, so a killed worker's slots come free) and the host's next start
+    time, which moves on by the host's delay; pauses (Retry-After, rate-limit budgets) and the
+    robots Crawl-delay are host rows every worker reads.
+
+    Args:
+        state: the shared :class:`~ragsync.state.StateDB`.
+        owner: this worker's id (slot rows name it).
+        poll: seconds between tries while every slot of a host is taken.
+    """
+
+    def __init__(
+        self,
+        state: Any,
+        *,
+        owner: str,
+        per_host_concurrency: int,
+        min_delay: float,
+        max_wait: float,
+        slot_lease: float,
+        poll: float = 0.02,
+        now: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.state = state
+        self.owner = owner
+        self.per_host_concurrency = per_host_concurrency
+        self.min_delay = min_delay
+        self.max_wait = max_wait
+        self.slot_lease = slot_lease
+        self.poll = poll
+        self._now = now
+        self._sleep = sleep
+
+    def set_crawl_delay(self, host: str, seconds: float | None) -> None:
+        if seconds and float(seconds) > self.min_delay:
+            self.state.set_crawl_delay(host, float(seconds))
+
+    def pause(self, host: str, seconds: float) -> float:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._now()))
+        return float(
+            self.state.pause_host_at_least(
+                host, self._now() + seconds, f"paused by worker {self.owner}", stamp
+            )
+        )
+
+    def paused_until(self, host: str) -> float:
+        return float(self.state.paused_until(host))
+
+    @contextmanager
+    def request(self, host: str) -> Iterator[None]:
+        """Hold one of the host's shared slots for one request (see :meth:`HostGate.request`).
+
+        Raises:
+            HostPaused: the host is paused for longer than ``max_wait``.
+        """
+        while True:
+            taken = self.state.take_host_slot(
+                host,
+                self.owner,
+                limit=self.per_host_concurrency,
+                min_delay=self.min_delay,
+                clock=self._now,
+                lease=self.slot_lease,
+            )
+            if taken is not None:
+                break
+            self._sleep(self.poll)
+        slot, start, paused, now = taken
+        try:
+            if paused - now > self.max_wait:
+                raise HostPaused(host, paused)
+            if start > now:
+                self._sleep(start - now)
+            yield
+        finally:
+            self.state.give_host_slot(host, slot, self.owner)

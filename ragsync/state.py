@@ -260,6 +260,36 @@ def _m007_schedule(db: Any) -> None:
     )
 
 
+def _m008_workers(db: Any) -> None:
+    # Politeness shared by every worker: the next start a host allows, its robots Crawl-delay,
+    # and one row per request in flight (leased, so a killed worker frees its slots).
+    db.table("hosts").add_column("next_start", float)
+    db.table("hosts").add_column("crawl_delay", float)
+    db.table("host_slots").create(
+        {"host": str, "slot": int, "owner": str, "lease_until": float}, pk=("host", "slot")
+    )
+    # Named leases: a source's listing, the journal applier, the targeted queue.
+    db.table("leases").create({"name": str, "owner": str, "lease_until": float}, pk="name")
+    # Pages due for a check, claimed by workers with a lease (expired leases are reclaimed).
+    db.table("work").create(
+        {
+            "doc_key": str,
+            "source_id": str,
+            "position": int,
+            "url": str,
+            "lastmod": str,
+            "record": str,  # JSON of an API record's id/content/title/deleted, else null
+            "unlisted": int,
+            "owner": str,
+            "lease_until": float,
+            "enqueued_at": str,
+        },
+        pk="doc_key",
+        not_null={"source_id", "url"},
+    )
+    db.table("work").create_index(["position"])
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_initial", _m001_initial),
     ("002_failures_and_deletion", _m002_failures_and_deletion),
@@ -268,6 +298,7 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("005_bodies_and_collections", _m005_bodies_and_collections),
     ("006_targeted_queue", _m006_targeted_queue),
     ("007_schedule", _m007_schedule),
+    ("008_workers", _m008_workers),
 )
 
 
@@ -713,7 +744,8 @@ class StateDB:
 
     def host_pauses(self) -> dict[str, float]:
         """``{host: Unix time before which no request may go}`` for pauses still running."""
-        return {row["host"]: row["paused_until"] for row in self.db.table("hosts").rows}
+        sql = "select host, paused_until from hosts where paused_until is not null"
+        return {row["host"]: row["paused_until"] for row in self.db.query(sql)}
 
     def pause_host(self, host: str, until: float, reason: str, at: str) -> None:
         with self.write():
@@ -721,6 +753,191 @@ class StateDB:
                 {"host": host, "paused_until": until, "reason": reason, "updated_at": at},
                 pk="host",
             )
+
+    def pause_host_at_least(self, host: str, until: float, reason: str, at: str) -> float:
+        """Pause ``host`` until ``until`` unless a longer pause runs; return the pause's end."""
+        with self.write():
+            self.db.execute(
+                "insert into hosts (host, paused_until, reason, updated_at) values (?, ?, ?, ?) "
+                "on conflict (host) do update set paused_until = case when "
+                "coalesce(hosts.paused_until, 0) >= excluded.paused_until then hosts.paused_until "
+                "else excluded.paused_until end, reason = excluded.reason, "
+                "updated_at = excluded.updated_at",
+                [host, until, reason, at],
+            )
+            return self.paused_until(host)
+
+    def paused_until(self, host: str) -> float:
+        row = self.db.execute("select paused_until from hosts where host = ?", [host]).fetchone()
+        return float(row[0] or 0.0) if row else 0.0
+
+    def set_crawl_delay(self, host: str, seconds: float) -> None:
+        with self.write():
+            self.db.execute(
+                "insert into hosts (host, crawl_delay) values (?, ?) "
+                "on conflict (host) do update set crawl_delay = excluded.crawl_delay",
+                [host, seconds],
+            )
+
+    def take_host_slot(
+        self,
+        host: str,
+        owner: str,
+        *,
+        limit: int,
+        min_delay: float,
+        clock: Callable[[], float],
+        lease: float,
+    ) -> tuple[int, float, float, float] | None:
+        """One request slot of ``host`` for ``owner``: ``(slot, start, paused_until, now)``,
+        or None while ``limit`` unexpired slots are taken. ``clock`` is read once the host's row
+        is locked, so time spent waiting for the lock does not eat into the delay.
+
+        ``start`` is the time the request may start: the host's next free start time, which
+        moves on by its delay (``min_delay``, or its robots Crawl-delay when longer). The caller
+        checks ``paused_until`` against what it is willing to wait and gives the slot back.
+        """
+        with self.write():
+            self.db.execute(
+                "insert into hosts (host) values (?) on conflict (host) do nothing", [host]
+            )
+            paused, next_start, crawl_delay = self.db.execute(
+                "select paused_until, next_start, crawl_delay from hosts where host = ?"
+                + self._for_update,
+                [host],
+            ).fetchone()
+            now = clock()
+            taken = {
+                row[0]
+                for row in self.db.execute(
+                    "select slot from host_slots where host = ? and lease_until >= ?", [host, now]
+                ).fetchall()
+            }
+            free = [slot for slot in range(limit) if slot not in taken]
+            if not free:
+                return None
+            start = max(now, paused or 0.0, next_start or 0.0)
+            delay = max(min_delay, crawl_delay or 0.0)
+            self.db.execute("update hosts set next_start = ? where host = ?", [start + delay, host])
+            self.db.execute(
+                "insert into host_slots (host, slot, owner, lease_until) values (?, ?, ?, ?) "
+                "on conflict (host, slot) do update set owner = excluded.owner, "
+                "lease_until = excluded.lease_until",
+                [host, free[0], owner, now + lease],
+            )
+            return free[0], start, float(paused or 0.0), now
+
+    def give_host_slot(self, host: str, slot: int, owner: str) -> None:
+        with self.write():
+            self.db.execute(
+                "delete from host_slots where host = ? and slot = ? and owner = ?",
+                [host, slot, owner],
+            )
+
+    # -- workers: named leases and claimed work -------------------------------------------
+
+    @property
+    def _for_update(self) -> str:
+        """Row locks on PostgreSQL; SQLite's write transaction already excludes everyone."""
+        return " for update" if self.postgres else ""
+
+    def take_lease(self, name: str, owner: str, *, now: float, until: float) -> bool:
+        """Hold lease ``name`` until ``until``, unless another owner holds it past ``now``."""
+        with self.write():
+            cursor = self.db.execute(
+                "insert into leases (name, owner, lease_until) values (?, ?, ?) "
+                "on conflict (name) do update set owner = excluded.owner, "
+                "lease_until = excluded.lease_until "
+                "where leases.lease_until < ? or leases.owner = excluded.owner",
+                [name, owner, until, now],
+            )
+        return cursor.rowcount == 1
+
+    def release_lease(self, name: str, owner: str) -> None:
+        with self.write():
+            self.db.execute("delete from leases where name = ? and owner = ?", [name, owner])
+
+    def live_leases(self, now: float) -> dict[str, str]:
+        """``{lease name: owner}`` of the leases not expired at ``now``."""
+        sql = "select name, owner from leases where lease_until >= ?"
+        return {row["name"]: row["owner"] for row in self.db.query(sql, [now])}
+
+    def renew_leases(self, owner: str, until: float) -> None:
+        """Extend every lease and claim ``owner`` holds (its heartbeat)."""
+        with self.write():
+            self.db.execute("update leases set lease_until = ? where owner = ?", [until, owner])
+            self.db.execute("update work set lease_until = ? where owner = ?", [until, owner])
+
+    def release_claims(self, owner: str) -> None:
+        """Hand back everything ``owner`` holds: leases, claimed pages, host slots."""
+        with self.write():
+            self.db.execute("delete from leases where owner = ?", [owner])
+            self.db.execute(
+                "update work set owner = null, lease_until = null where owner = ?", [owner]
+            )
+            self.db.execute("delete from host_slots where owner = ?", [owner])
+
+    def add_work(self, source_id: str, items: Sequence[dict[str, Any]], at: str) -> None:
+        """Queue pages for any worker to check, in the given order; a page already queued
+        keeps its place (and its claim). Each item: ``doc_key``, ``url``, ``lastmod``,
+        ``record``, ``unlisted``."""
+        if not items:
+            return
+        with self.write():
+            first = self.db.execute("select coalesce(max(position), 0) from work").fetchone()[0]
+            rows = [
+                {**item, "source_id": source_id, "position": first + n, "enqueued_at": at}
+                for n, item in enumerate(items, 1)
+            ]
+            self.db.table("work").insert_all(rows, pk="doc_key", ignore=True)
+
+    def add_due_work(self, source_id: str, now: str, at: str) -> int:
+        """Queue the pages of ``source_id`` whose revisit time has come (not held back, not
+        queued already) in one statement, so a page a worker commits at the same moment is
+        either still queued or no longer due; return how many were queued."""
+        with self.write():
+            cursor = self.db.execute(
+                "insert into work (doc_key, source_id, position, url, unlisted, enqueued_at) "
+                "select d.doc_key, d.source_id, 0, d.canonical_url, 0, ? from documents d "
+                "where d.source_id = ? and d.status != 'tombstoned' and d.extractor != 'record' "
+                "and d.next_check_at <= ? "
+                "and not exists (select 1 from work w where w.doc_key = d.doc_key) "
+                "and not exists (select 1 from fetch_attempts f where f.doc_key = d.doc_key "
+                "and (f.state in ('dead', 'attention') or "
+                "(f.state = 'retrying' and f.next_retry_at > ?))) "
+                "on conflict (doc_key) do nothing",
+                [at, source_id, now, now],
+            )
+        return cursor.rowcount
+
+    def claim_work(
+        self, owner: str, *, now: float, until: float, limit: int
+    ) -> list[dict[str, Any]]:
+        """Claim up to ``limit`` queued pages nobody holds (or whose claim expired), in queue
+        order. Concurrent claimers never get the same page (SKIP LOCKED on PostgreSQL)."""
+        with self.write():
+            rows = self.db.query(
+                "update work set owner = ?, lease_until = ? where doc_key in (select doc_key "
+                "from work where lease_until is null or lease_until < ? order by position "
+                "limit ?" + (" for update skip locked" if self.postgres else "") + ") "
+                "returning doc_key, source_id, position, url, lastmod, record, unlisted",
+                [owner, until, now, limit],
+            )
+            rows = list(rows)
+        return sorted(rows, key=lambda row: row["position"])
+
+    def finish_work(self, owner: str, doc_keys: Sequence[str]) -> None:
+        """Drop checked pages from the queue (only those ``owner`` still holds)."""
+        with self.write():
+            for start in range(0, len(doc_keys), 500):
+                batch = list(doc_keys[start : start + 500])
+                marks = ",".join("?" * len(batch))
+                self.db.execute(
+                    f"delete from work where owner = ? and doc_key in ({marks})", [owner, *batch]
+                )
+
+    def work_depth(self) -> int:
+        return self.db.execute("select count(*) from work").fetchone()[0]
 
     # -- chunks and the embedding cache ----------------------------------------------------
 
@@ -799,6 +1016,9 @@ class StateDB:
         """
         doc_key = document["doc_key"]
         with self.write():
+            if self.postgres:  # one commit of a page at a time (SQLite's lock is global)
+                self.db.lock(f"document:{doc_key}")
+            ops = [*ops, *self._stale_point_deletes(doc_key, chunks, ops)]
             self.db.table("documents").upsert(document, pk="doc_key")
             self.db.execute("delete from chunks where doc_key = ?", [doc_key])
             self.db.table("chunks").insert_all(
@@ -829,6 +1049,22 @@ class StateDB:
             for alias in aliases:
                 self.db.table("aliases").upsert(alias, pk="alias_key")
             self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])
+
+    def _stale_point_deletes(
+        self, doc_key: str, chunks: Sequence[StoredChunk], ops: Sequence[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Deletes for stored points that neither stay nor are deleted by ``ops``.
+
+        Empty unless another worker committed this page between this one's plan and commit
+        (both planned against the same old chunks): its points must go too, or they would be
+        left in the index with no chunk row behind them.
+        """
+        sql = "select point_id from chunks where doc_key = ?"
+        stored = {row[0] for row in self.db.execute(sql, [doc_key]).fetchall()}
+        gone = {op["point_id"] for op in ops if op["op"] == "delete"}
+        stale = sorted(stored - {c.point_id for c in chunks} - gone)
+        base = {k: ops[0].get(k) for k in ("run_id", "created_at")} if ops else {}
+        return [{**base, "doc_key": doc_key, "op": "delete", "point_id": p} for p in stale]
 
     # -- the journal ------------------------------------------------------------------------
 

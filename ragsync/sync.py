@@ -20,6 +20,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -56,6 +57,7 @@ from ragsync.models import (
     StoredChunk,
     StoreOp,
     SyncResult,
+    work_item,
 )
 from ragsync.plan import chunk_payload, magnitude, markdown_diff, plan_chunks
 from ragsync.policy import (
@@ -188,6 +190,8 @@ class Syncer:
         self.clock = clock or (lambda: datetime.now(UTC))
         self._random = random.Random()
         self.progress: Progress = progress or LogProgress()
+        # Set by ragsync.worker.Worker: a named lease as a context manager yielding "held".
+        self.journal_lease: Callable[[str], AbstractContextManager[bool]] | None = None
 
     @classmethod
     def from_config(cls, path: str | Path = "ragsync.toml", **kwargs: Any) -> Syncer:
@@ -819,9 +823,17 @@ class Syncer:
         revalidate_all: bool,
         targets: list[str] | None = None,
         known: list[tuple[str, str]] | None = None,
+        *,
+        claimed: list[tuple[str, Candidate, bool]] | None = None,
+        enqueue: bool = False,
     ) -> SourceOutcome:
         """One source: discover and check its pages — or, with ``targets``, only those URLs
-        (targeted re-sync from a webhook or `ragsync resync`)."""
+        (targeted re-sync from a webhook or `ragsync resync`).
+
+        Workers split this in two: with ``enqueue`` the pages that are due go to the shared
+        work queue instead of being checked here; ``claimed`` are pages taken from that queue
+        (already found due), checked without discovery.
+        """
         outcome = SourceOutcome()
         counters = outcome.counters
         connector = source_class(source.kind)(source.options)
@@ -875,8 +887,8 @@ class Syncer:
                 page.kind, page.reason = "deferred", str(paused)
             return page
 
-        def check(work: list[tuple[str, Candidate, bool]]) -> None:
-            if not revalidate_all:
+        def check(work: list[tuple[str, Candidate, bool]], *, due_already: bool = False) -> None:
+            if not revalidate_all and not due_already:
                 now = iso(self.clock())
                 held = self.state.held_back(source.id, now)
                 free = [item for item in work if item[0] not in held]
@@ -884,6 +896,12 @@ class Syncer:
                 counters.held_back += len(work) - len(free)
                 counters.not_due += len(free) - len(due)
                 work = due
+            if enqueue:
+                self.state.add_work(
+                    source.id, [work_item(*item) for item in work], iso(self.clock())
+                )
+                counters.pages_queued += len(work)
+                return
             for start in range(0, len(work), window):
                 part = work[start : start + window]
                 documents = self.state.documents_by_key([key for key, _, _ in part])
@@ -899,9 +917,12 @@ class Syncer:
         window = max(WINDOW_PAGES, self.config.fetch.concurrency * 2)
         # Read once per source: when each known page is due and the lastmod it was checked at.
         # Pages committed during this run are absent from it, and never come up twice (seen).
-        info = self.state.due_info(source.id)
+        info = {} if claimed is not None else self.state.due_info(source.id)
         seen: set[str] = set()
         with ThreadPoolExecutor(max_workers=self.config.fetch.concurrency) as pool:
+            if claimed is not None:
+                check(claimed, due_already=True)
+                return outcome
             if known is not None:  # due pages of a source whose listing is not due
                 check([(key, Candidate(url=url), False) for key, url in known])
                 return outcome
@@ -1541,7 +1562,21 @@ class Syncer:
         counters.tombstones_created += 1
 
     def _apply_journal(self, counters: Counters) -> int:
-        """Apply every pending journal operation, in order; return how many were applied."""
+        """Apply every pending journal operation, in order; return how many were applied.
+
+        Under workers (``journal_lease``) one process at a time applies, holding the
+        ``journal`` lease: two appliers could otherwise apply a page's upsert after its later
+        delete. A worker that finds the lease held leaves its operations to the holder, which
+        applies until the journal is empty, or to its own next try.
+        """
+        if self.journal_lease is None:
+            return self._apply_pending(counters)
+        if not self.state.pending_count():
+            return 0
+        with self.journal_lease("journal") as held:
+            return self._apply_pending(counters) if held else 0
+
+    def _apply_pending(self, counters: Counters) -> int:
         applied = 0
         dimension_checked = False
         while True:

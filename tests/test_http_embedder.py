@@ -8,8 +8,8 @@ import math
 
 import pytest
 from conftest import example_pages, make_config, sitemap_source
-from embedding_server import EmbeddingServer
 
+from ragsync.devembed import EmbeddingServer
 from ragsync.devsite import DevSite
 from ragsync.embed import HttpEmbedder, embedder_from_config
 from ragsync.errors import ConfigError, EmbedError

@@ -1,16 +1,45 @@
-"""A small OpenAI-compatible embedding service on 127.0.0.1 that serves the real MiniLM model.
+"""A small OpenAI-compatible embedding service on 127.0.0.1 for the tests and benchmarks.
 
-It counts requests and the most requests it ever had in flight, and takes scripted faults:
-``server.faults`` is a list of ``(status, headers)`` answered, in order, before serving.
+It serves any embedder (the real MiniLM model in the HTTP embedder's tests, :class:`HashEmbedder`
+where only the plumbing is under test), counts requests and the most it ever had in flight,
+and takes scripted faults: ``server.faults`` is a list of ``(status, headers)`` answered, in
+order, before serving.
+
+Example::
+
+    server = EmbeddingServer(HashEmbedder(), delay=0.05)   # a remote service's latency
+    url = server.start()   # "http://127.0.0.1:PORT/v1/embeddings"
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import random
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+class HashEmbedder:
+    """Deterministic unit vectors derived from each text's hash: no model, no CPU to speak of.
+
+    Equal texts get equal vectors and different texts unrelated ones, which is all a test of
+    the sync machinery (workers, stores, the journal) needs from an embedder.
+    """
+
+    def __init__(self, dimension: int = 384):
+        self.dimension = dimension
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        vectors = []
+        for text in texts:
+            rng = random.Random(hashlib.sha256(text.encode("utf-8")).digest())
+            values = [rng.gauss(0.0, 1.0) for _ in range(self.dimension)]
+            norm = sum(v * v for v in values) ** 0.5 or 1.0
+            vectors.append([v / norm for v in values])
+        return vectors
 
 
 class EmbeddingServer:

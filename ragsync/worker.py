@@ -1,0 +1,221 @@
+"""`ragsync worker`: many processes, on any number of machines, sharing one state DB.
+
+The single-process pass (:meth:`Syncer.run`) is split along the pipeline's one seam that can be
+shared: *which pages are due*. Each step of a worker's loop:
+
+1. **List.** For each source, whoever takes the ``source:<id>`` lease lists it when its cadence
+   is due (discovery → the pages found due go onto the shared ``work`` queue) or else queues the
+   known pages whose own revisit time has come. Checkpoints are saved after their pages are
+   queued, so they are as durable as before.
+2. **Claim.** A batch of queued pages nobody holds is claimed with a lease (``UPDATE … WHERE
+   doc_key IN (SELECT … FOR UPDATE SKIP LOCKED)`` on PostgreSQL; SQLite's write lock does the
+   same for workers on one machine), then fetched, extracted, embedded and committed exactly as
+   in a single-process run, and dropped from the queue only after its commit.
+3. **Apply.** The journal is applied by one worker at a time (the ``journal`` lease), in order.
+
+A heartbeat thread extends the worker's leases and claims every ``lease / 3`` seconds; a worker
+that dies (SIGKILL, a lost machine) stops renewing them and its claims are taken by the others
+once the lease has run out. Requests pass a :class:`~ragsync.politeness.SharedHostGate`, so the
+per-host concurrency, delay, pauses and Crawl-delay hold across all workers.
+
+Why leases in the state DB rather than a task queue (procrastinate and the like): the work items
+*are* state rows — a page's due time, its failed attempts, its claim — and queueing them in the
+same database, in the same transactions, keeps "nothing lost, nothing done twice" a property of
+one database instead of two systems kept in step. It also works unchanged on SQLite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+from ragsync.errors import ConfigError
+from ragsync.fetch import Fetcher
+from ragsync.models import SyncResult, work_candidate
+from ragsync.politeness import PoliteFetcher, SharedHostGate
+from ragsync.schedule import next_source_run
+from ragsync.sync import EVENTS_DEADLINE, WINDOW_PAGES, Syncer, iso
+
+log = logging.getLogger("ragsync.worker")
+
+
+class Worker:
+    """One worker's loop over a shared state DB.
+
+    Args:
+        syncer: the syncer whose config, state, store and embedder the worker uses.
+        worker_id: names this worker in leases (default: host, pid and a random suffix).
+        lease: seconds a claim or lease lasts without a heartbeat.
+        batch: pages claimed at a time.
+        poll: seconds to wait when nothing is due.
+
+    Example::
+
+        with Syncer.from_config("ragsync.toml") as syncer:
+            Worker(syncer).run(until_idle=True)
+    """
+
+    def __init__(
+        self,
+        syncer: Syncer,
+        *,
+        worker_id: str | None = None,
+        lease: float = 60.0,
+        batch: int = WINDOW_PAGES,
+        poll: float = 1.0,
+    ):
+        if lease <= 0 or batch <= 0:
+            raise ConfigError("worker: lease and batch must be positive")
+        self.syncer = syncer
+        self.state = syncer.state
+        self.config = syncer.config
+        self.id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.lease = lease
+        self.batch = batch
+        self.poll = poll
+        self._events: Any = None
+        syncer.journal_lease = self.holding
+
+    # -- leases -----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def holding(self, name: str) -> Iterator[bool]:
+        """Hold lease ``name`` for the block if nobody else does; yields whether it is held."""
+        now = time.time()
+        held = self.state.take_lease(name, self.id, now=now, until=now + self.lease)
+        try:
+            yield held
+        finally:
+            if held:
+                self.state.release_lease(name, self.id)
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        while not stop.wait(self.lease / 3):
+            try:
+                self.state.renew_leases(self.id, time.time() + self.lease)
+            except Exception:  # a lost connection: the next beat tries again
+                log.exception("worker %s: heartbeat failed", self.id)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def run(self, *, until_idle: bool = False, stop: threading.Event | None = None) -> SyncResult:
+        """Work until ``stop`` is set — or, with ``until_idle``, until nothing is due, queued,
+        claimed or pending anywhere. Returns the report of everything this worker did."""
+        stop = stop or threading.Event()
+        config = self.config
+        plain = Fetcher(config.fetch, transport=self.syncer._transport)
+        gate = SharedHostGate(
+            self.state,
+            owner=self.id,
+            per_host_concurrency=config.fetch.per_host_concurrency,
+            min_delay=config.fetch.per_host_delay,
+            max_wait=config.fetch.max_pause_wait,
+            slot_lease=2 * config.fetch.timeout + 30,
+        )
+        fetcher = PoliteFetcher(plain, gate, default_pause=config.fetch.retry_base)
+        self._events = self.syncer._dispatcher()  # before any work: a bad secret fails fast
+        started = self.syncer.clock()
+        result = SyncResult(
+            run_id=f"{started:%Y%m%dT%H%M%S}-w{uuid.uuid4().hex[:8]}", started_at=iso(started)
+        )
+        self.state.start_run(result.run_id, result.started_at)
+        beating = threading.Event()
+        heart = threading.Thread(target=self._heartbeat, args=(beating,), daemon=True)
+        heart.start()
+        log.info("worker %s started", self.id)
+        try:
+            while not stop.is_set():
+                if self.step(fetcher, result):
+                    continue
+                if until_idle and self.idle():
+                    break
+                stop.wait(self.poll)
+            result.ok = all(outcome.ok for outcome in result.sources.values())
+        finally:
+            beating.set()
+            self.state.release_claims(self.id)  # a clean stop hands its claims back at once
+            if self._events is not None:
+                self._events.close()
+            plain.close()
+            self.syncer._close_store()
+            self.syncer._finish_run(result)
+        return result
+
+    def step(self, fetcher: PoliteFetcher, result: SyncResult) -> bool:
+        """One turn of the loop; returns whether it found anything to do."""
+        busy = self._list_sources(fetcher, result)
+        if self.state.queue_depth():
+            with self.holding("queue") as held:
+                if held:
+                    self.syncer._drain_queue(fetcher, result)
+                    busy = True
+        now = time.time()
+        claimed = self.state.claim_work(self.id, now=now, until=now + self.lease, limit=self.batch)
+        if claimed:
+            log.info("worker %s claimed %d pages", self.id, len(claimed))
+            self._check_claimed(claimed, fetcher, result)
+            busy = True
+        if self.syncer._apply_journal(result.counters):
+            busy = True
+        if self._events is not None:
+            with self.holding("events") as held:
+                if held:
+                    result.counters.events_delivered += self._events.deliver_due(EVENTS_DEADLINE)
+        return busy
+
+    def _list_sources(self, fetcher: PoliteFetcher, result: SyncResult) -> bool:
+        busy = False
+        for source in self.config.sources:
+            with self.holding(f"source:{source.id}") as held:
+                if not held:
+                    continue
+                begun = self.syncer.clock()
+                if self.syncer._source_due(source, begun):
+                    log.info("worker %s lists source %s", self.id, source.id)
+                    outcome = self.syncer._sync_source(
+                        source, fetcher, result.run_id, False, enqueue=True
+                    )
+                    self.syncer._merge(result, source.id, outcome)
+                    due = next_source_run(begun, every=source.every, cron=source.cron)
+                    self.state.record_source_run(source.id, iso(begun), iso(due))
+                    busy = True
+                else:
+                    queued = self.state.add_due_work(source.id, iso(begun), iso(begun))
+                    result.counters.pages_queued += queued
+                    busy = busy or queued > 0
+        return busy
+
+    def _check_claimed(
+        self, claimed: list[dict[str, Any]], fetcher: PoliteFetcher, result: SyncResult
+    ) -> None:
+        by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for row in claimed:
+            by_source[row["source_id"]].append(row)
+        for source_id, rows in by_source.items():
+            try:
+                source = self.config.source(source_id)
+            except ConfigError:
+                log.warning("queued pages of unknown source %r dropped", source_id)
+                continue
+            pages = [work_candidate(row) for row in rows]
+            outcome = self.syncer._sync_source(source, fetcher, result.run_id, False, claimed=pages)
+            self.syncer._merge(result, source_id, outcome)
+        self.state.finish_work(self.id, [row["doc_key"] for row in claimed])
+
+    def idle(self) -> bool:
+        """Nothing due, queued, claimed, pending or being listed anywhere."""
+        now = self.syncer.clock()
+        if any(self.syncer._source_due(source, now) for source in self.config.sources):
+            return False
+        if self.state.work_depth() or self.state.pending_count() or self.state.queue_depth():
+            return False
+        listing = [name for name in self.state.live_leases(time.time()) if name != "events"]
+        return not listing
