@@ -49,4 +49,5 @@ bench: $(EVAL_STAMP)
 	$(BIN)/python eval/bench_noop.py
 	$(BIN)/python eval/bench_webhooks.py
 	$(BIN)/python eval/bench_stores.py
+	$(BIN)/python eval/bench_workers.py
 	$(BIN)/python eval/report.py

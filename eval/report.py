@@ -1,8 +1,8 @@
 """Gather the benchmark results into eval/results/README.md and the README's benchmark tables.
 
-Reads eval/results/{core,peers,noop}.md and webhooks.json (whichever exist) and rewrites the
-text between ``<!-- bench:begin -->`` and ``<!-- bench:end -->`` in the top-level README, so the
-published figures are always the last measured ones.
+Reads eval/results/{peers,core,noop,stores,workers}.md and webhooks.json (whichever exist) and
+rewrites the text between ``<!-- bench:begin -->`` and ``<!-- bench:end -->`` in the top-level
+README, so the published figures are always the last measured ones.
 
 Usage: python eval/report.py
 """
@@ -25,6 +25,7 @@ def tables() -> str:
         ("core", "Against the bare model and a naive re-crawl (`eval/bench_core.py`)"),
         ("noop", "A no-op run on a large state (`eval/bench_noop.py`)"),
         ("stores", "Embedded vector engines (`eval/bench_stores.py`)"),
+        ("workers", "Workers sharing one PostgreSQL (`eval/bench_workers.py`)"),
     ):
         path = RESULTS / f"{name}.md"
         if path.exists():

@@ -129,6 +129,9 @@ class DevSite:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes: with Nagle on, the second waits for the
+            # client's delayed ACK (~40 ms per response on Linux loopback).
+            disable_nagle_algorithm = True
 
             def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
                 site._handle(self)

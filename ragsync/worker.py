@@ -70,7 +70,7 @@ class Worker:
         worker_id: str | None = None,
         lease: float = 60.0,
         batch: int = WINDOW_PAGES,
-        poll: float = 1.0,
+        poll: float = 0.5,
     ):
         if lease <= 0 or batch <= 0:
             raise ConfigError("worker: lease and batch must be positive")
