@@ -251,7 +251,7 @@ def index_and_state(state_url: str, db_url: str) -> tuple[Counter, set[str], set
 
 
 def test_four_workers_share_one_postgres_state(tmp_path):
-    site = DevSite(site_pages(), latency=0.003)
+    site = DevSite(site_pages(), latency=0.01)
     base = site.start()
     embedding = EmbeddingServer(HashEmbedder())
     name = tmp_path.name.lower()[:40].replace("-", "_")
@@ -276,19 +276,18 @@ def test_four_workers_share_one_postgres_state(tmp_path):
         watcher = StateDB(state_url)
         orphaned = {r["doc_key"] for r in watcher.db.query("select * from work where owner='w0'")}
         watcher.close()
-        assert wait_all(others) == [0, 0, 0], [
-            p.read_text()[-2000:] for p in tmp_path.glob("*.log")
-        ]
+        assert wait_all(others) == [0, 0, 0], tails(tmp_path)
 
         points, chunks, active = index_and_state(state_url, db_url)
-        assert active == expected  # nothing lost, the victim's claims included
-        assert orphaned and orphaned <= active
+        assert active == expected, sorted(expected ^ active)[:5]  # nothing lost
+        assert orphaned and orphaned <= active  # the victim's claims were taken over
         assert set(points) == chunks and max(points.values()) == 1  # no orphan, no duplicate
         fetched = Counter(hit.path for hit in site.page_hits())
         assert set(fetched) == {f"/p/{i}" for i in range(PAGES)}
         # Only pages the victim held can have been fetched twice.
-        assert sum(n - 1 for n in fetched.values()) <= BATCH
-        assert 2 <= site.max_in_flight <= PER_HOST
+        twice = {path: n for path, n in fetched.items() if n > 1}
+        assert sum(n - 1 for n in twice.values()) <= BATCH, (twice, len(orphaned))
+        assert 2 <= site.max_in_flight <= PER_HOST, site.max_in_flight
 
         # Pass 2: 10% of the pages change; everything is due again; four workers, no kill.
         edited = set(range(0, PAGES, 10))
@@ -307,12 +306,13 @@ def test_four_workers_share_one_postgres_state(tmp_path):
         assert wait_all(workers) == [0, 0, 0, 0], tails(tmp_path)
 
         fetched = Counter(hit.path for hit in site.page_hits())
-        assert fetched == Counter({f"/p/{i}": 1 for i in range(PAGES)})  # each page once
+        twice = {path: n for path, n in fetched.items() if n > 1}
+        assert set(fetched) == {f"/p/{i}" for i in range(PAGES)} and not twice, twice
         changed = {hit.path for hit in site.page_hits() if hit.status == 200}
         assert changed == {f"/p/{i}" for i in edited}  # the rest answered 304
-        assert 2 <= site.max_in_flight <= PER_HOST
+        assert 2 <= site.max_in_flight <= PER_HOST, site.max_in_flight
         points, chunks, active = index_and_state(state_url, db_url)
-        assert active == expected
+        assert active == expected, sorted(expected ^ active)[:5]
         assert set(points) == chunks and max(points.values()) == 1
         state = StateDB(state_url)
         texts = {i: state.chunks(f"docs:{base}/p/{i}")[0].text for i in (0, 1, 10)}
