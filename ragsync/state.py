@@ -322,7 +322,7 @@ class StateDB:
         StateError: the DB cannot be opened, or was written by a newer ragsync.
     """
 
-    def __init__(self, target: str | Path, *, pool_size: int = 4):
+    def __init__(self, target: str | Path, *, pool_size: int = 4, connect_timeout: float = 15.0):
         self.path = str(target)
         self.postgres = self.path.startswith(("postgresql://", "postgres://"))
         self._write_lock = threading.RLock()
@@ -331,7 +331,7 @@ class StateDB:
             from ragsync.pgstate import PgDatabase, redact
 
             self.path = redact(self.path)  # what messages show
-            self.db = PgDatabase(str(target), pool_size=pool_size)
+            self.db = PgDatabase(str(target), pool_size=pool_size, connect_timeout=connect_timeout)
             self.migrate()
             return
         try:

@@ -8,7 +8,8 @@ import zlib
 import pytest
 from conftest import TEST_STATE, state_target
 
-from ragsync.errors import StateError
+from ragsync.config import StateConfig
+from ragsync.errors import ConfigError, StateError
 from ragsync.models import StoredChunk
 from ragsync.state import MIGRATIONS, StateDB
 
@@ -162,3 +163,13 @@ def test_embedding_cache_roundtrip(state):
     assert state.missing_vectors(["a", "b"], "m") == {"b"}
     assert state.missing_vectors(["a"], "other-model") == {"a"}
     assert state.vectors(["a"], "m") == {"a": [0.5, -1.0, 2.0]}
+
+
+def test_a_postgres_url_takes_its_password_from_the_environment_and_never_shows_it(monkeypatch):
+    monkeypatch.delenv("RAGSYNC_NO_SUCH_PASSWORD", raising=False)
+    config = StateConfig(url="postgresql://ragsync:${RAGSYNC_NO_SUCH_PASSWORD}@db/ragsync")
+    with pytest.raises(ConfigError, match="state.url.*RAGSYNC_NO_SUCH_PASSWORD"):
+        StateDB.from_config(config)
+    with pytest.raises(StateError, match="cannot connect") as failed:
+        StateDB("postgresql://ragsync:s3cret@127.0.0.1:9/ragsync", connect_timeout=0.5)
+    assert "s3cret" not in str(failed.value) and "ragsync:***@127.0.0.1:9" in str(failed.value)

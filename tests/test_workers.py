@@ -191,7 +191,7 @@ def site_pages(edit: set[int] = frozenset()) -> dict[str, tuple[str, str]]:
 
 CONFIG = """
 [state]
-url = "{state}"
+url = "${{RAGSYNC_STATE_URL}}"
 
 [store]
 kind = "pgvector"
@@ -216,12 +216,15 @@ every = "1h"
 """
 
 
-def start_worker(config: Path, name: str, log: Path) -> subprocess.Popen:
+def start_worker(config: Path, name: str, log: Path, state_url: str) -> subprocess.Popen:
+    """A `ragsync worker --until-idle` process; the state URL (a secret in real life) comes
+    from the environment, as the config file refers to it."""
     return subprocess.Popen(
         [sys.executable, "-m", "ragsync", "-v", "worker", "--config", str(config)]
         + ["--until-idle", "--lease", "3s", "--batch", str(BATCH), "--id", name],
         stdout=subprocess.DEVNULL,
         stderr=log.open("w"),
+        env={**os.environ, "RAGSYNC_STATE_URL": state_url},
     )
 
 
@@ -258,16 +261,16 @@ def test_four_workers_share_one_postgres_state(tmp_path):
     state_url, db_url = postgres_database("s_" + name), postgres_database("v_" + name)
     config = tmp_path / "ragsync.toml"
     config.write_text(
-        CONFIG.format(
-            state=state_url, pg=db_url, embed=embedding.start(), site=base, per_host=PER_HOST
-        )
+        CONFIG.format(pg=db_url, embed=embedding.start(), site=base, per_host=PER_HOST)
     )
     expected = {f"docs:{base}/p/{i}" for i in range(PAGES)}
     try:
         # Pass 1: one worker is killed (SIGKILL) right after it claimed its first batch.
         victim_log = tmp_path / "w0.log"
-        victim = start_worker(config, "w0", victim_log)
-        others = [start_worker(config, f"w{n}", tmp_path / f"w{n}.log") for n in (1, 2, 3)]
+        victim = start_worker(config, "w0", victim_log, state_url)
+        others = [
+            start_worker(config, f"w{n}", tmp_path / f"w{n}.log", state_url) for n in (1, 2, 3)
+        ]
         deadline = time.time() + 300
         while "claimed" not in victim_log.read_text() and time.time() < deadline:
             time.sleep(0.05)
@@ -302,7 +305,9 @@ def test_four_workers_share_one_postgres_state(tmp_path):
         with state.write():
             state.db.execute("update documents set next_check_at = ?", [long_ago])
         state.close()
-        workers = [start_worker(config, f"v{n}", tmp_path / f"v{n}.log") for n in range(4)]
+        workers = [
+            start_worker(config, f"v{n}", tmp_path / f"v{n}.log", state_url) for n in range(4)
+        ]
         assert wait_all(workers) == [0, 0, 0, 0], tails(tmp_path)
 
         fetched = Counter(hit.path for hit in site.page_hits())
