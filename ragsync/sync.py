@@ -410,19 +410,11 @@ class Syncer:
     def _drain_queue(self, fetcher: PoliteFetcher, result: SyncResult) -> None:
         """Re-sync the URLs webhooks and `resync` queued, then forget them (only after their
         pages are committed: a crash leaves them queued)."""
-        queued = self.state.queued()
-        if not queued:
-            return
-        by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for item in queued:
-            by_source[item["source_id"]].append(item)
-        for source_id, items in by_source.items():
-            try:
-                source = self.config.source(source_id)
-            except ConfigError:
-                log.warning("queued work for unknown source %r dropped", source_id)
+        for source, items in self.by_source(self.state.queued()):
+            if source is None:
                 self.state.dequeue([item["id"] for item in items])
                 continue
+            source_id = source.id
             urls = [item["url"] for item in items if item["url"]]
             for item in items:
                 if item["record_id"]:  # an API record: its page, or a poll of the source
@@ -435,6 +427,23 @@ class Syncer:
                 outcome = self._sync_source(source, fetcher, result.run_id, True, urls)
             self._merge(result, source_id, outcome)
             self.state.dequeue([item["id"] for item in items])
+
+    def by_source(
+        self, rows: Iterable[dict[str, Any]]
+    ) -> list[tuple[SourceConfig | None, list[dict[str, Any]]]]:
+        """Queued rows grouped by their ``source_id``, with its config — None (and a warning)
+        for a source the config no longer has, whose rows the caller drops."""
+        grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for row in rows:
+            grouped[row["source_id"]].append(row)
+        found: list[tuple[SourceConfig | None, list[dict[str, Any]]]] = []
+        for source_id, items in grouped.items():
+            try:
+                found.append((self.config.source(source_id), items))
+            except ConfigError:
+                log.warning("queued work for unknown source %r dropped", source_id)
+                found.append((None, items))
+        return found
 
     def owns(self, source: SourceConfig, url: str) -> bool:
         """Whether ``url`` lies in ``source``'s scope: its include/exclude patterns, and its

@@ -33,7 +33,6 @@ import socket
 import threading
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
@@ -196,18 +195,12 @@ class Worker:
     def _check_claimed(
         self, claimed: list[dict[str, Any]], fetcher: PoliteFetcher, result: SyncResult
     ) -> None:
-        by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for row in claimed:
-            by_source[row["source_id"]].append(row)
-        for source_id, rows in by_source.items():
-            try:
-                source = self.config.source(source_id)
-            except ConfigError:
-                log.warning("queued pages of unknown source %r dropped", source_id)
-                continue
+        for source, rows in self.syncer.by_source(claimed):
+            if source is None:
+                continue  # dropped with the batch below
             pages = [work_candidate(row) for row in rows]
             outcome = self.syncer._sync_source(source, fetcher, result.run_id, False, claimed=pages)
-            self.syncer._merge(result, source_id, outcome)
+            self.syncer._merge(result, source.id, outcome)
         self.state.finish_work(self.id, [row["doc_key"] for row in claimed])
 
     def idle(self) -> bool:

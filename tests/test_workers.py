@@ -205,7 +205,7 @@ model_id = "hash-384"
 dimension = 384
 
 [fetch]
-concurrency = 4
+concurrency = {concurrency}
 per_host_concurrency = {per_host}
 
 [[sources]]
@@ -259,15 +259,20 @@ def test_four_workers_share_one_postgres_state(tmp_path):
     embedding = EmbeddingServer(HashEmbedder())
     name = tmp_path.name.lower()[:40].replace("-", "_")
     state_url, db_url = postgres_database("s_" + name), postgres_database("v_" + name)
-    config = tmp_path / "ragsync.toml"
-    config.write_text(
-        CONFIG.format(pg=db_url, embed=embedding.start(), site=base, per_host=PER_HOST)
-    )
+    embed_url = embedding.start()
+    config, slow = tmp_path / "ragsync.toml", tmp_path / "victim.toml"
+    for path, concurrency in ((config, 4), (slow, 1)):
+        path.write_text(
+            CONFIG.format(
+                pg=db_url, embed=embed_url, site=base, per_host=PER_HOST, concurrency=concurrency
+            )
+        )
     expected = {f"docs:{base}/p/{i}" for i in range(PAGES)}
     try:
-        # Pass 1: one worker is killed (SIGKILL) right after it claimed its first batch.
+        # Pass 1: one worker is killed (SIGKILL) right after it claimed its first batch (it
+        # fetches one page at a time, so it still holds most of the batch when it dies).
         victim_log = tmp_path / "w0.log"
-        victim = start_worker(config, "w0", victim_log, state_url)
+        victim = start_worker(slow, "w0", victim_log, state_url)
         others = [
             start_worker(config, f"w{n}", tmp_path / f"w{n}.log", state_url) for n in (1, 2, 3)
         ]
