@@ -264,6 +264,9 @@ def status(config_path: str, as_json: bool) -> None:
     )
     if report["pending_journal"]:
         click.echo(f"journal: {report['pending_journal']} operations pending (next run applies)")
+    if report["work_queue"] or report["leases"]:
+        held = ", ".join(f"{name} by {owner}" for name, owner in sorted(report["leases"].items()))
+        click.echo(f"workers: {report['work_queue']} pages queued; leases: {held or 'none'}")
     for host, until in report["host_pauses"].items():
         click.echo(f"host {host} paused until {until} (Retry-After / rate limit)")
     if sys.stdout.isatty():

@@ -660,7 +660,8 @@ class Syncer:
 
     def status(self, *, count_points: bool = True) -> dict[str, Any]:
         """Per source: documents by state, what is failing (since when, why), the dead letter
-        and the attention list; plus the last run, pending journal work and host pauses.
+        and the attention list; plus the last run, pending journal work, host pauses and — with
+        workers — the shared work queue and the leases held.
 
         Example::
 
@@ -733,6 +734,9 @@ class Syncer:
                 "counters": json.loads(last["counters"] or "{}"),
             },
             "pending_journal": self.state.pending_count(),
+            # Workers: pages queued for any worker, and who holds what right now.
+            "work_queue": self.state.work_depth(),
+            "leases": self.state.live_leases(now),
             "host_pauses": {
                 host: iso(datetime.fromtimestamp(until, UTC))
                 for host, until in self.state.host_pauses().items()

@@ -9,6 +9,7 @@ and commits of one page racing from two workers.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -331,3 +332,34 @@ def test_four_workers_share_one_postgres_state(tmp_path):
     finally:
         embedding.stop()
         site.stop()
+
+
+def test_status_shows_the_work_queue_and_who_holds_what(tmp_path, site):
+    """What an operator sees of the workers: pages queued and the leases held (and by whom)."""
+    config = tmp_path / "ragsync.toml"
+    config.write_text(
+        f'[state]\npath = "state.db"\n[[sources]]\nid = "docs"\nkind = "sitemap"\n'
+        f'url = "{site.base_url}/sitemap.xml"\n'
+    )
+    state = StateDB(tmp_path / "state.db")
+    queue(state, 3)
+    now = time.time()
+    state.take_lease("journal", "host-a-12", now=now, until=now + 600)
+    state.take_lease("source:docs", "host-b-7", now=now - 700, until=now - 100)  # expired
+    state.close()
+    shown = subprocess.run(
+        [sys.executable, "-m", "ragsync", "status", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "workers: 3 pages queued; leases: journal by host-a-12" in shown.stdout
+    report = subprocess.run(
+        [sys.executable, "-m", "ragsync", "status", "--json", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    status = json.loads(report.stdout)
+    assert (status["work_queue"], status["leases"]) == (3, {"journal": "host-a-12"})
