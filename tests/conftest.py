@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import subprocess
+import sys
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -168,6 +170,16 @@ def store_table(tmp_path: Path) -> dict[str, Any]:
     if TEST_STORE == "qdrant_edge":
         return {"kind": "qdrant_edge", "path": str(tmp_path / "edge"), "collection": "test"}
     return {"path": str(tmp_path / "qdrant"), "collection": "test"}
+
+
+def ragsync_cli(*args: str, config: Path | str) -> subprocess.CompletedProcess[str]:
+    """Run ``ragsync ARGS --config CONFIG`` as a user would: a real subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "ragsync", *args, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def sitemap_source(site: DevSite, path: str = "/sitemap.xml", **extra: Any) -> dict[str, Any]:

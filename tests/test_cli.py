@@ -6,16 +6,7 @@ import json
 import subprocess
 import sys
 
-from conftest import page, sentences
-
-
-def cli(*args, config):
-    return subprocess.run(
-        [sys.executable, "-m", "ragsync", *args, "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+from conftest import page, ragsync_cli, sentences
 
 
 def test_run_json_parses_and_its_counters_match_what_happened(tmp_path, site):
@@ -24,7 +15,7 @@ def test_run_json_parses_and_its_counters_match_what_happened(tmp_path, site):
         f'[[sources]]\nid = "docs"\nkind = "sitemap"\nevery = "0s"\n'
         f'url = "{site.base_url}/sitemap.xml"\n'
     )
-    first = cli("run", "--json", config=config)
+    first = ragsync_cli("run", "--json", config=config)
     assert first.returncode == 0, first.stderr
     report = json.loads(first.stdout)
     assert set(report) == {"run_id", "started_at", "finished_at", "ok", "counters", "sources"}
@@ -51,7 +42,7 @@ def test_run_json_parses_and_its_counters_match_what_happened(tmp_path, site):
     )
     site.remove_page("/guide/page-3")
     seen = len(site.hits)
-    second = cli("run", "--json", config=config)
+    second = ragsync_cli("run", "--json", config=config)
     report = json.loads(second.stdout)
     counters = report["counters"]
     new_hits = site.hits[seen:]
@@ -68,7 +59,7 @@ def test_run_json_parses_and_its_counters_match_what_happened(tmp_path, site):
     assert counters["chunks_embedded"] == 1 and counters["points_upserted"] == 1
     assert counters["points_deleted"] == 1
 
-    found = cli("search", "Sharding stops at 64 shards", "-k", "2", "--json", config=config)
+    found = ragsync_cli("search", "Sharding stops at 64 shards", "-k", "2", "--json", config=config)
     hits = json.loads(found.stdout)
     assert found.returncode == 0 and len(hits) == 2
     assert hits[0]["url"].endswith("/guide/page-2")
@@ -78,7 +69,7 @@ def test_run_json_parses_and_its_counters_match_what_happened(tmp_path, site):
 def test_unknown_source_is_a_usage_error(tmp_path, site):
     config = tmp_path / "ragsync.toml"
     config.write_text(f'[[sources]]\nid = "docs"\nkind = "urls"\nurls = ["{site.base_url}/"]\n')
-    proc = cli("run", "--source", "nope", config=config)
+    proc = ragsync_cli("run", "--source", "nope", config=config)
     assert proc.returncode == 2 and "no source with id 'nope'" in proc.stderr
 
 
@@ -88,7 +79,7 @@ def test_a_run_that_embeds_nothing_never_imports_the_model_stack(tmp_path, site)
         f'[[sources]]\nid = "docs"\nkind = "sitemap"\nevery = "0s"\n'
         f'url = "{site.base_url}/sitemap.xml"\n'
     )
-    assert cli("run", config=config).returncode == 0
+    assert ragsync_cli("run", config=config).returncode == 0
     probe = (
         "import sys, ragsync\n"
         f"with ragsync.Syncer.from_config({str(config)!r}) as s:\n"

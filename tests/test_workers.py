@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import page, postgres_database, sentences
+from conftest import page, postgres_database, ragsync_cli, sentences
 
 from connectors.pgvector_store import PgVectorStore
 from ragsync.devembed import EmbeddingServer, HashEmbedder
@@ -347,19 +347,8 @@ def test_status_shows_the_work_queue_and_who_holds_what(tmp_path, site):
     state.take_lease("journal", "host-a-12", now=now, until=now + 600)
     state.take_lease("source:docs", "host-b-7", now=now - 700, until=now - 100)  # expired
     state.close()
-    shown = subprocess.run(
-        [sys.executable, "-m", "ragsync", "status", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    shown = ragsync_cli("status", config=config)
     assert shown.returncode == 0, shown.stderr
     assert "workers: 3 pages queued; leases: journal by host-a-12" in shown.stdout
-    report = subprocess.run(
-        [sys.executable, "-m", "ragsync", "status", "--json", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    status = json.loads(report.stdout)
+    status = json.loads(ragsync_cli("status", "--json", config=config).stdout)
     assert (status["work_queue"], status["leases"]) == (3, {"journal": "host-a-12"})
