@@ -406,8 +406,7 @@ class StateDB:
         processes starting at the same moment wait for; return their names."""
         table = self.db.table("_migrations")
         with self.write():
-            if self.postgres:
-                self.db.lock("ragsync-migrations")
+            self._lock("ragsync-migrations")
             if not table.exists():
                 table.create({"name": str, "applied_at": str}, pk="name")
             done = {row["name"] for row in table.rows}
@@ -846,6 +845,12 @@ class StateDB:
         """Row locks on PostgreSQL; SQLite's write transaction already excludes everyone."""
         return " for update" if self.postgres else ""
 
+    def _lock(self, name: str) -> None:
+        """Within a write transaction: exclude other writers of ``name`` until it ends
+        (an advisory lock on PostgreSQL; SQLite's write lock already excludes every writer)."""
+        if self.postgres:
+            self.db.lock(name)
+
     def take_lease(self, name: str, owner: str, *, now: float, until: float) -> bool:
         """Hold lease ``name`` until ``until``, unless another owner holds it past ``now``."""
         with self.write():
@@ -1021,8 +1026,7 @@ class StateDB:
         """
         doc_key = document["doc_key"]
         with self.write():
-            if self.postgres:  # one commit of a page at a time (SQLite's lock is global)
-                self.db.lock(f"document:{doc_key}")
+            self._lock(f"document:{doc_key}")  # one commit of a page at a time
             ops = [*ops, *self._stale_point_deletes(doc_key, chunks, ops)]
             self.db.table("documents").upsert(document, pk="doc_key")
             self.db.execute("delete from chunks where doc_key = ?", [doc_key])

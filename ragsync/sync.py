@@ -264,11 +264,7 @@ class Syncer:
             The run report; ``ok`` is False when some page or discovery step failed.
         """
         sources = [self.config.source(source)] if source else list(self.config.sources)
-        started = self.clock()
-        result = SyncResult(
-            run_id=f"{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=iso(started)
-        )
-        self.state.start_run(result.run_id, result.started_at)
+        result = self._start_run()
         plain = Fetcher(self.config.fetch, transport=self._transport)
         gate = HostGate(
             per_host_concurrency=self.config.fetch.per_host_concurrency,
@@ -296,10 +292,7 @@ class Syncer:
                     )
                     self._merge(result, source_config.id, outcome)
                     continue
-                outcome = self._sync_source(source_config, fetcher, result.run_id, revalidate_all)
-                self._merge(result, source_config.id, outcome)
-                due = next_source_run(begun, every=source_config.every, cron=source_config.cron)
-                self.state.record_source_run(source_config.id, iso(begun), iso(due))
+                self._list_source(source_config, fetcher, result, begun, revalidate_all)
             result.ok = all(outcome.ok for outcome in result.sources.values())
             if dispatcher is not None:
                 result.counters.events_delivered = dispatcher.deliver_due(EVENTS_DEADLINE)
@@ -488,6 +481,32 @@ class Syncer:
     async def aresync(self, urls: Sequence[str], *, source: str | None = None) -> SyncResult:
         """:meth:`resync` in a worker thread (see :meth:`arun`)."""
         return await asyncio.to_thread(self.resync, urls, source=source)
+
+    def _start_run(self, tag: str = "") -> SyncResult:
+        """A new run report, recorded as running (``tag`` marks a worker's runs)."""
+        started = self.clock()
+        result = SyncResult(
+            run_id=f"{started:%Y%m%dT%H%M%S}-{tag}{uuid.uuid4().hex[:8]}", started_at=iso(started)
+        )
+        self.state.start_run(result.run_id, result.started_at)
+        return result
+
+    def _list_source(
+        self,
+        source: SourceConfig,
+        fetcher: PoliteFetcher,
+        result: SyncResult,
+        begun: datetime,
+        revalidate_all: bool = False,
+        *,
+        enqueue: bool = False,
+    ) -> None:
+        """Read a due source's listing and check (or, for workers, queue) its due pages, then
+        schedule its next listing."""
+        outcome = self._sync_source(source, fetcher, result.run_id, revalidate_all, enqueue=enqueue)
+        self._merge(result, source.id, outcome)
+        due = next_source_run(begun, every=source.every, cron=source.cron)
+        self.state.record_source_run(source.id, iso(begun), iso(due))
 
     def _finish_run(self, result: SyncResult) -> None:
         result.finished_at = iso(self.clock())

@@ -40,7 +40,6 @@ from ragsync.errors import ConfigError
 from ragsync.fetch import Fetcher
 from ragsync.models import SyncResult, work_candidate
 from ragsync.politeness import PoliteFetcher, SharedHostGate
-from ragsync.schedule import next_source_run
 from ragsync.sync import EVENTS_DEADLINE, WINDOW_PAGES, Syncer, iso
 
 log = logging.getLogger("ragsync.worker")
@@ -121,11 +120,7 @@ class Worker:
         )
         fetcher = PoliteFetcher(plain, gate, default_pause=config.fetch.retry_base)
         self._events = self.syncer._dispatcher()  # before any work: a bad secret fails fast
-        started = self.syncer.clock()
-        result = SyncResult(
-            run_id=f"{started:%Y%m%dT%H%M%S}-w{uuid.uuid4().hex[:8]}", started_at=iso(started)
-        )
-        self.state.start_run(result.run_id, result.started_at)
+        result = self.syncer._start_run("w")
         beating = threading.Event()
         heart = threading.Thread(target=self._heartbeat, args=(beating,), daemon=True)
         heart.start()
@@ -179,12 +174,7 @@ class Worker:
                 begun = self.syncer.clock()
                 if self.syncer._source_due(source, begun):
                     log.info("worker %s lists source %s", self.id, source.id)
-                    outcome = self.syncer._sync_source(
-                        source, fetcher, result.run_id, False, enqueue=True
-                    )
-                    self.syncer._merge(result, source.id, outcome)
-                    due = next_source_run(begun, every=source.every, cron=source.cron)
-                    self.state.record_source_run(source.id, iso(begun), iso(due))
+                    self.syncer._list_source(source, fetcher, result, begun, enqueue=True)
                     busy = True
                 else:
                     queued = self.state.add_due_work(source.id, iso(begun), iso(begun))
