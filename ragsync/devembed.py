@@ -21,6 +21,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ragsync.devsite import serve_loopback, stop_server
+
 
 class HashEmbedder:
     """Deterministic unit vectors derived from each text's hash: no model, no CPU to speak of.
@@ -56,29 +58,12 @@ class EmbeddingServer:
         self._server: ThreadingHTTPServer | None = None
 
     def start(self) -> str:
-        service = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # Headers and body go out in two writes: with Nagle on, the second waits for the
-            # client's delayed ACK (~40 ms per response on Linux loopback).
-            disable_nagle_algorithm = True
-
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                service._handle(self)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = serve_loopback(self._handle, "POST")
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1/embeddings"
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            stop_server(self._server)
 
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
         body = handler.rfile.read(int(handler.headers.get("Content-Length", 0)))

@@ -125,23 +125,7 @@ class DevSite:
     # -- serving -------------------------------------------------------------------------
 
     def start(self, port: int = 0) -> str:
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # Headers and body go out in two writes: with Nagle on, the second waits for the
-            # client's delayed ACK (~40 ms per response on Linux loopback).
-            disable_nagle_algorithm = True
-
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-                site._handle(self)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = serve_loopback(self._handle, "GET", port)
         return self.base_url
 
     @property
@@ -151,8 +135,7 @@ class DevSite:
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            stop_server(self._server)
             self._server = None
 
     def requests_to(self, path: str) -> list[Hit]:
@@ -295,6 +278,33 @@ class DevSite:
                 return 304, b"", headers
         body = self._render(page).encode("utf-8")
         return 200, body, {**headers, "Content-Type": "text/html; charset=utf-8"}
+
+
+def serve_loopback(
+    handle: Callable[[BaseHTTPRequestHandler], None], method: str, port: int = 0
+) -> ThreadingHTTPServer:
+    """An HTTP/1.1 server on 127.0.0.1 (``port`` 0: any free one) whose ``method`` requests
+    go to ``handle``, serving from a daemon thread (stop it with :func:`stop_server`)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes: with Nagle on, the second waits for the
+        # client's delayed ACK (~40 ms per response on Linux loopback).
+        disable_nagle_algorithm = True
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    setattr(Handler, f"do_{method}", lambda handler: handle(handler))
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def stop_server(server: ThreadingHTTPServer) -> None:
+    server.shutdown()
+    server.server_close()
 
 
 def _not_modified(handler: BaseHTTPRequestHandler, etag: str, modified: float) -> bool:
