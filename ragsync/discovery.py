@@ -3,6 +3,12 @@
 Connectors never fetch page bodies; they read discovery documents (sitemaps, feeds, API pages)
 through :meth:`DiscoveryContext.get_parsed`, which revalidates each document conditionally and
 reuses the parse of an unchanged one (a 304 costs no parsing).
+
+A listing is *complete* unless the connector said otherwise: whatever it should have listed but
+could not read (a sitemap answering 503, a truncated document, a cap reached, an unreadable
+``urls_file``) goes to :meth:`DiscoveryContext.incomplete`, and the engine reads
+:attr:`DiscoveryContext.incomplete_reasons` after discovery. Only a complete listing is evidence
+that a page is no longer listed (README, "Deletion safety").
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ class DiscoveryContext:
         self.base_dir = base_dir
         self._outcome = outcome
         self.now = now
+        self._incomplete: list[str] = []
 
     def get(self, url: str) -> Response:
         """GET a discovery document. Raises ``FetchError`` (a paused host is transient)."""
@@ -59,14 +66,15 @@ class DiscoveryContext:
             raise FetchError(url, str(paused), transient=True) from paused
 
     def get_parsed_or_warn(self, url: str, parse: Callable[[bytes], T], what: str) -> T | None:
-        """:meth:`get_parsed`, or None after a warning naming ``what`` and ``url`` when the
-        document cannot be fetched or parsed (discovery goes on with what it has)."""
+        """:meth:`get_parsed`, or None when the document cannot be fetched (network error,
+        timeout, any status but 200/304) or parsed: the listing is then incomplete, with the
+        reason ``"{what} {url}: {why}"`` (discovery goes on with what it has)."""
         try:
             return self.get_parsed(url, parse)
         except FetchError as exc:
-            self.warn(f"{what} {url}: {exc.reason}")
+            self.incomplete(f"{what} {url}: {exc.reason}")
         except ValueError as exc:
-            self.warn(f"{what} {url}: {exc}")
+            self.incomplete(f"{what} {url}: {exc}")
         return None
 
     def get_parsed(self, url: str, parse: Callable[[bytes], T]) -> T:
@@ -77,7 +85,9 @@ class DiscoveryContext:
 
         Raises:
             FetchError: the document could not be fetched (or answered neither 200 nor 304).
-            ValueError: ``parse`` refused the body.
+            ValueError: ``parse`` refused the body, or failed on it: any exception it raises
+                (lxml, zlib, a decode error, a ``KeyError`` on odd JSON) is wrapped, so that
+                one hostile document is one failed document, never a failed run.
         """
         cached = self.state.discovery_entry(url)
         etag = cached["etag"] if cached else None
@@ -94,7 +104,12 @@ class DiscoveryContext:
             return json.loads(cached["parsed"])  # type: ignore[no-any-return]
         if response.status != 200:
             raise FetchError.for_status(url, response.status)
-        parsed = parse(response.body)
+        try:
+            parsed = parse(response.body)
+        except ValueError:
+            raise
+        except Exception as exc:
+            raise ValueError(f"unparseable ({type(exc).__name__}: {exc})") from exc
         self._outcome.counters.discovery_parsed += 1
         self.state.put_discovery_entry(
             {
@@ -148,7 +163,20 @@ class DiscoveryContext:
         return self.state.checkpoint(self.source_id)
 
     def warn(self, message: str) -> None:
-        """Record a problem of discovery in the run report (the source is then not ok)."""
+        """Record a problem of discovery in the run report (the source is then not ok) that
+        leaves the listing complete (a listed line that is not a URL, say)."""
         log.warning(message)
         self._outcome.ok = False
         self._outcome.errors.append(message)
+
+    def incomplete(self, reason: str) -> None:
+        """Record that the listing misses what it should have listed (a document that could not
+        be read, a cap reached), naming the URL and why; also a warning, like :meth:`warn`.
+        Pages absent from an incomplete listing are not evidence of anything."""
+        self._incomplete.append(reason)
+        self.warn(reason)
+
+    @property
+    def incomplete_reasons(self) -> list[str]:
+        """Why this listing is incomplete, in order (empty: it is complete)."""
+        return list(self._incomplete)

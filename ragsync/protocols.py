@@ -23,7 +23,8 @@ class DiscoveryContext(Protocol):
         ...
 
     def get_parsed_or_warn(self, url: str, parse: Callable[[bytes], Any], what: str) -> Any:
-        """``get_parsed``, or None after a warning when the document cannot be had."""
+        """``get_parsed``, or None when the document cannot be had (the listing is then
+        incomplete)."""
         ...
 
     def checkpoint(self) -> Any:
@@ -50,7 +51,16 @@ class DiscoveryContext(Protocol):
     ) -> None: ...
 
     def warn(self, message: str) -> None:
-        """Record a non-fatal problem for the run report."""
+        """Record a non-fatal problem for the run report that leaves the listing complete."""
+        ...
+
+    def incomplete(self, reason: str) -> None:
+        """Record that the listing misses something it should have listed (and warn)."""
+        ...
+
+    @property
+    def incomplete_reasons(self) -> list[str]:
+        """Why the listing is incomplete (empty: complete); read by the engine afterwards."""
         ...
 
 
