@@ -4,45 +4,88 @@ and the ``Sitemap:`` lines of a robots.txt when ``url`` points at one.
 
 Each sitemap file is revalidated conditionally: an unchanged one (304) costs no parsing.
 ``<lastmod>`` orders work (newest first) but is never proof of change.
+
+The listing is complete only when every document of it was read whole. A document that cannot
+be fetched or parsed, an XML document that breaks off (its complete entries are still listed),
+an index nested deeper than :data:`MAX_DEPTH` or more documents than ``max_sitemaps`` make it
+incomplete (``ctx.incomplete``), and then no page counts as "no longer listed". Within one
+listing a document is read once per canonical URL, and a document whose content equals one
+already read is not expanded again (an index listing itself under many query strings).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import zlib
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
+from io import BytesIO
+from typing import Any
 from urllib.parse import urlsplit
 
 from lxml import etree
 from protego import Protego
 
 from connectors.xmlsafety import refuse_entities
+from ragsync.errors import ConfigError
 from ragsync.models import Candidate
 from ragsync.protocols import DiscoveryContext
-from ragsync.urls import require_http_url
+from ragsync.robots import decode_robots
+from ragsync.urls import canonical_url, require_http_url
 
 MAX_DEPTH = 3
 MAX_DECOMPRESSED = 50 * 1024 * 1024  # sitemaps.org: 50 MB uncompressed per file
 _NS = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
+_GZIP_MAGIC = b"\x1f\x8b"
+# Hostile XML: no entity expansion, no DTD, no network, no huge trees.
+_SAFE_XML = {"resolve_entities": False, "no_network": True, "load_dtd": False, "huge_tree": False}
 
 
 @dataclass(frozen=True)
 class SitemapOptions:
     url: str
+    max_sitemaps: int = 1000  # sitemap documents read per listing (a bound on hostile indexes)
 
 
-def _parser() -> etree.XMLParser:
-    # Hostile XML: no entity expansion, no DTD, no network, no huge trees.
-    return etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
+@dataclass(frozen=True)
+class SitemapDocument:
+    """One parsed sitemap file.
+
+    ``pages`` are ``(page_url, lastmod)``; ``children`` the child sitemaps of an index;
+    ``partial`` says why the XML ended before its root element closed (the entries complete
+    before the cut are kept), None for a whole document.
+    """
+
+    pages: tuple[tuple[str, str | None], ...] = ()
+    children: tuple[str, ...] = ()
+    partial: str | None = None
 
 
 def gunzip_bounded(body: bytes, limit: int = MAX_DECOMPRESSED) -> bytes:
-    """Decompress gzip ``body``, refusing output over ``limit`` bytes (a decompression bomb)."""
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    out = inflater.decompress(body, limit + 1)
-    if len(out) > limit or inflater.unconsumed_tail:
-        raise ValueError(f"gzip content over {limit} bytes when decompressed")
-    return out
+    """Decompress gzip ``body`` (every member of a multi-member file).
+
+    Raises:
+        ValueError: output over ``limit`` bytes (a decompression bomb), or ``body`` is not
+            valid gzip (corrupt, or truncated before a member's end).
+    """
+    out = bytearray()
+    rest = body
+    while True:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            # limit + 1 - len(out) >= 1: a max_length of 0 would mean "no limit".
+            out += inflater.decompress(rest, limit + 1 - len(out))
+        except zlib.error as exc:
+            raise ValueError(f"invalid gzip: {exc}") from exc
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise ValueError(f"gzip content over {limit} bytes when decompressed")
+        if not inflater.eof:
+            raise ValueError(f"invalid gzip: truncated after {len(out)} decompressed bytes")
+        rest = inflater.unused_data
+        if rest[:2] != _GZIP_MAGIC:
+            return bytes(out)
 
 
 def parse_text_sitemap(text: bytes) -> list[tuple[str, str | None]]:
@@ -53,58 +96,91 @@ def parse_text_sitemap(text: bytes) -> list[tuple[str, str | None]]:
     ]
 
 
-def parse_sitemap(xml: bytes) -> tuple[list[tuple[str, str | None]], list[str]]:
-    """``([(page_url, lastmod), ...], [child_sitemap_url, ...])`` of one sitemap document
-    (XML, gzip-compressed XML, or a text sitemap).
+def parse_sitemap(body: bytes) -> SitemapDocument:
+    """One sitemap document (XML, gzip-compressed XML, or a text sitemap).
+
+    XML is read incrementally: when it breaks off (a truncated file, a stray ``&``), the
+    ``<url>`` (or index ``<sitemap>``) elements complete before the error are kept and the
+    result says why it is ``partial``.
+
+    Example::
+
+        >>> parse_sitemap(b"https://x.org/a\\n").pages
+        (('https://x.org/a', None),)
 
     Raises:
-        ValueError: not a sitemap (or hostile XML, or a gzip bomb).
+        ValueError: not a sitemap (or hostile XML, or invalid gzip, or a gzip bomb).
     """
-    if xml[:2] == b"\x1f\x8b":
-        xml = gunzip_bounded(xml)
-    refuse_entities(xml)
-    if not xml.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
-        pages = parse_text_sitemap(xml)
+    if body[:2] == _GZIP_MAGIC:
+        body = gunzip_bounded(body)
+    refuse_entities(body)
+    if not body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
+        pages = parse_text_sitemap(body)
         if not pages:
             raise ValueError("neither an XML sitemap nor a text sitemap of http(s) URLs")
-        return pages, []
+        return SitemapDocument(pages=tuple(pages))
+    return _parse_xml(body)
+
+
+def _child_text(element: Any, name: str) -> str | None:
+    child = element.find(f"{_NS}{name}")
+    if child is None:
+        child = element.find(name)
+    if child is None or not child.text or not child.text.strip():
+        return None
+    return str(child.text.strip())
+
+
+def _parse_xml(xml: bytes) -> SitemapDocument:
+    """A ``<urlset>`` or ``<sitemapindex>``, entry by entry (see :func:`parse_sitemap`)."""
+    pages: list[tuple[str, str | None]] = []
+    children: list[str] = []
+    root = None
+    kind = ""
     try:
-        root = etree.fromstring(xml, parser=_parser())
+        for event, element in etree.iterparse(BytesIO(xml), events=("start", "end"), **_SAFE_XML):
+            if root is None:
+                root = element
+                kind = etree.QName(root).localname
+                if kind not in ("urlset", "sitemapindex"):
+                    raise ValueError(f"not a sitemap: root element <{kind}>")
+                continue
+            if event != "end" or element.getparent() is not root:
+                continue
+            loc = _child_text(element, "loc")
+            name = etree.QName(element).localname
+            if loc and (kind, name) == ("urlset", "url"):
+                pages.append((loc, _child_text(element, "lastmod")))
+            elif loc and (kind, name) == ("sitemapindex", "sitemap"):
+                children.append(loc)
+            element.clear()  # a 50 MB sitemap is read in constant memory
+            while element.getprevious() is not None:
+                del root[0]
     except etree.XMLSyntaxError as exc:
-        raise ValueError(f"invalid sitemap XML: {exc}") from exc
+        if root is None:
+            raise ValueError(f"invalid sitemap XML: {exc}") from exc
+        kept = len(pages) + len(children)
+        return SitemapDocument(
+            tuple(pages),
+            tuple(children),
+            partial=f"XML breaks off after {kept} complete entries (kept): {exc}",
+        )
     if root is None:
         raise ValueError("empty sitemap document")
-    tag = etree.QName(root).localname
-    if tag == "sitemapindex":
-        children = [loc.text.strip() for loc in root.iter(f"{_NS}loc", "loc") if loc.text]
-        return [], children
-    if tag != "urlset":
-        raise ValueError(f"not a sitemap: root element <{tag}>")
-    pages = []
-    for url in root.iter(f"{_NS}url", "url"):
-        loc = url.find(f"{_NS}loc")
-        if loc is None:
-            loc = url.find("loc")
-        lastmod = url.find(f"{_NS}lastmod")
-        if lastmod is None:
-            lastmod = url.find("lastmod")
-        if loc is not None and loc.text and loc.text.strip():
-            pages.append(
-                (
-                    loc.text.strip(),
-                    lastmod.text.strip() if lastmod is not None and lastmod.text else None,
-                )
-            )
-    return pages, []
+    return SitemapDocument(tuple(pages), tuple(children))
 
 
 def _parse_for_cache(body: bytes) -> dict:
-    pages, children = parse_sitemap(body)
-    return {"pages": pages, "children": children}
+    document = parse_sitemap(body)
+    return {
+        "pages": [list(page) for page in document.pages],
+        "children": list(document.children),
+        "partial": document.partial,
+    }
 
 
 def _robots_sitemaps(body: bytes) -> list[str]:
-    return list(Protego.parse(body.decode("utf-8", errors="replace")).sitemaps)
+    return list(Protego.parse(decode_robots(body)).sitemaps)
 
 
 class SitemapSource:
@@ -115,39 +191,82 @@ class SitemapSource:
     @classmethod
     def validate(cls, options: SitemapOptions) -> None:
         require_http_url(options.url, "url")
+        if options.max_sitemaps < 1:
+            raise ConfigError("must be at least 1", key="max_sitemaps")
 
     def __init__(self, options: SitemapOptions):
         self.options = options
 
     def discover(self, ctx: DiscoveryContext) -> Iterator[Candidate]:
-        seen: set[str] = set()
         roots = [self.options.url]
         if urlsplit(self.options.url).path == "/robots.txt":
             roots = ctx.get_parsed_or_warn(self.options.url, _robots_sitemaps, "robots.txt")
             if roots is None:
                 return
             if not roots:
-                ctx.warn(f"robots.txt {self.options.url}: lists no Sitemap")
+                ctx.incomplete(f"robots.txt {self.options.url}: lists no Sitemap")
+        yield from _Walk(ctx, self.options.max_sitemaps).run(roots)
+
+
+class _Walk:
+    """One listing: documents breadth first (so a document is read at its shallowest depth),
+    each canonical URL once, each distinct content expanded once, at most ``cap`` documents."""
+
+    def __init__(self, ctx: DiscoveryContext, cap: int):
+        self.ctx = ctx
+        self.cap = cap
+        self.read = 0
+        self.seen_urls: set[str] = set()
+        self.seen_contents: set[str] = set()
+        self.queue: deque[tuple[str, int]] = deque()
+
+    def run(self, roots: list[str]) -> Iterator[Candidate]:
         for root in roots:
-            yield from self._walk(ctx, root, 0, seen)
-
-    def _walk(
-        self, ctx: DiscoveryContext, url: str, depth: int, seen: set[str]
-    ) -> Iterator[Candidate]:
-        if url in seen:
-            return
-        seen.add(url)
-        parsed = ctx.get_parsed_or_warn(url, _parse_for_cache, "sitemap")
-        if parsed is None:
-            return
-        pages, children = parsed["pages"], parsed["children"]
-        for page_url, lastmod in pages:
-            yield Candidate(url=page_url, lastmod=lastmod)
-        for child in children:
-            if depth + 1 > MAX_DEPTH:
-                ctx.warn(f"sitemap {child}: index nesting deeper than {MAX_DEPTH}, skipped")
+            self._enqueue(root, 0, parent=None)
+        while self.queue:
+            url, depth = self.queue.popleft()
+            if self.read >= self.cap:
+                self.ctx.incomplete(
+                    f"sitemap {url}: not read, max_sitemaps={self.cap} documents already read"
+                    f" for this source ({len(self.queue)} more not read)"
+                )
+                return
+            self.read += 1
+            parsed = self.ctx.get_parsed_or_warn(url, _parse_for_cache, "sitemap")
+            if parsed is None:
                 continue
-            yield from self._walk(ctx, child, depth + 1, seen)
+            digest = hashlib.sha256(json.dumps(parsed, sort_keys=True).encode()).hexdigest()
+            if digest in self.seen_contents:
+                continue  # the same document under another URL: already listed
+            self.seen_contents.add(digest)
+            if parsed.get("partial"):
+                self.ctx.incomplete(f"sitemap {url}: {parsed['partial']}")
+            for page_url, lastmod in parsed["pages"]:
+                yield Candidate(url=page_url, lastmod=lastmod)
+            too_deep = [
+                child for child in parsed["children"] if not self._enqueue(child, depth + 1, url)
+            ]
+            if too_deep:
+                self.ctx.incomplete(
+                    f"sitemap {url}: {len(too_deep)} child sitemap(s) nested deeper than"
+                    f" {MAX_DEPTH} levels not read (first: {too_deep[0]})"
+                )
+
+    def _enqueue(self, url: str, depth: int, parent: str | None) -> bool:
+        """Queue ``url`` unless already queued; False when it is too deep to read."""
+        try:
+            key = canonical_url(url)
+        except ValueError as exc:
+            where = f"sitemap {parent}: child" if parent else "sitemap"
+            self.ctx.incomplete(f"{where} {url!r} not read: {exc}")
+            return True
+        if key in self.seen_urls:
+            return True
+        if depth > MAX_DEPTH:
+            return False
+        self.seen_urls.add(key)
+        self.queue.append((url, depth))
+        return True
 
 
-__all__ = ["SitemapSource", "gunzip_bounded", "parse_sitemap"]
+__all__ = ["SitemapDocument", "SitemapSource", "gunzip_bounded", "parse_sitemap"]

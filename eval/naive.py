@@ -28,7 +28,7 @@ def main(sitemap: str, qdrant_path: str) -> None:
     chunker = Chunker(160, embedder.count_tokens, embedder.max_input_tokens)
     texts, payloads = [], []
     with httpx.Client() as client:
-        pages, _ = parse_sitemap(client.get(sitemap).content)
+        pages = parse_sitemap(client.get(sitemap).content).pages
         for url, _ in pages:
             response = client.get(url)
             if response.status_code != 200:
