@@ -10,13 +10,30 @@ from protego import Protego
 from ragsync.errors import FetchError
 from ragsync.urls import host_of
 
+_BOM = "\ufeff"
+
+
+def decode_robots(body: bytes) -> str:
+    """The text of a robots.txt body: UTF-8 (RFC 9309 §2.3), a leading byte-order mark
+    dropped (else the first line, usually ``User-agent``, is not recognised and its whole
+    group is lost), undecodable bytes replaced.
+
+    Example::
+
+        >>> decode_robots(b"\\xef\\xbb\\xbfUser-agent: *\\n")
+        'User-agent: *\\n'
+    """
+    return body.decode("utf-8-sig", errors="replace")
+
 
 class RobotsPolicy:
     """Answers "may this User-Agent fetch this URL?", reading each host's robots.txt once.
 
     Args:
         get_text: the text of a URL; raises ``FetchError`` (with ``status`` for HTTP errors).
-            The engine passes the discovery context's cached, conditional reader.
+            The engine passes the discovery context's cached, conditional reader, decoding
+            with :func:`decode_robots` (a byte-order mark left in the text is dropped here
+            all the same).
         user_agent: the product token is matched against robots.txt groups.
     """
 
@@ -38,7 +55,7 @@ class RobotsPolicy:
             # §2.3.1.4: unreachable → assume complete disallow (for now: retried later)
             self._unreachable[host] = f"robots.txt unreachable: {exc.reason}"
             return False
-        return Protego.parse(text)
+        return Protego.parse(text.removeprefix(_BOM))
 
     def unreachable(self, url: str) -> str | None:
         """Why the host's robots.txt could not be read (a transient failure), or None."""
