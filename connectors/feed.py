@@ -3,6 +3,7 @@
 Entry links are candidates; entries newer than the checkpoint (the newest entry date and the
 ids seen) come first. A feed holds only recent entries, so an entry dropping off it is never a
 deletion: known pages are still revalidated by fetch, and only a 404/410 counts against them.
+A feed that cannot be fetched or parsed makes the listing incomplete.
 """
 
 from __future__ import annotations

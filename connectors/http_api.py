@@ -130,7 +130,14 @@ class HttpApiSource:
             pages = state.get("pages", 0)
             log.info("%s: resuming pagination at %s", ctx.source_id, url)
         else:
-            start = _minus(watermark, options.overlap) if watermark else EPOCH
+            try:
+                start = _minus(watermark, options.overlap) if watermark else EPOCH
+            except ValueError:  # the API's updated_field is not ISO 8601: nothing to go by
+                ctx.warn(
+                    f"api {options.url}: watermark {watermark!r} is not an ISO 8601 time;"
+                    " polling from the start"
+                )
+                start = EPOCH
             window = (start, ctx.now())
             url = options.url
             if options.since_param and watermark:
@@ -141,7 +148,7 @@ class HttpApiSource:
         records = truncated = 0
 
         def failed(reason: str, where: str) -> None:
-            ctx.warn(f"api {where}: {reason}")
+            ctx.incomplete(f"api {where}: {reason}")
             ctx.poll_finished(
                 poll_id,
                 outcome="failed",
@@ -160,12 +167,21 @@ class HttpApiSource:
                 if response.status != 200:
                     raise FetchError.for_status(url, response.status)
                 data = json.loads(response.body)
-            except (FetchError, ValueError) as exc:
-                failed(exc.reason if isinstance(exc, FetchError) else f"invalid JSON: {exc}", url)
+            except FetchError as exc:
+                failed(exc.reason, url)
+                return
+            except Exception as exc:  # ValueError, RecursionError on absurd nesting, …
+                failed(f"invalid JSON: {type(exc).__name__}: {exc}", url)
                 return
             items = dotted(data, options.items) if isinstance(data, dict) else data
             if not isinstance(items, list):
                 failed(f"no list at {options.items!r}", url)
+                return
+            try:  # the whole page is read before any of it is listed
+                found = [c for c in (self._candidate(r, url) for r in items) if c is not None]
+                next_url = self._next_url(url, response.headers, data)
+            except Exception as exc:  # odd records (a link urljoin refuses…): this page failed
+                failed(f"unreadable page: {type(exc).__name__}: {exc}", url)
                 return
             pages += 1
             records += len(items)
@@ -177,14 +193,11 @@ class HttpApiSource:
                     len(items),
                     url,
                 )
-            for record in items:
-                candidate = self._candidate(record, url)
-                if candidate is None:
-                    continue
+            for candidate in found:
                 if candidate.lastmod and (max_seen is None or candidate.lastmod > max_seen):
                     max_seen = candidate.lastmod
                 yield candidate
-            url = self._next_url(url, response.headers, data)
+            url = next_url
             yield Checkpoint(
                 {
                     "next": url,

@@ -1,4 +1,8 @@
-"""The ``urls`` source: an explicit URL inventory, inline or in a file (one URL per line)."""
+"""The ``urls`` source: an explicit URL inventory, inline or in a file (one URL per line).
+
+A ``urls_file`` that cannot be read makes the listing incomplete (its pages are then not "no
+longer listed"); a line that is not an http(s) URL is only a warning: it never named a page.
+"""
 
 from __future__ import annotations
 
@@ -38,9 +42,12 @@ class UrlListSource:
         if self.options.urls_file:
             path = ctx.base_dir / self.options.urls_file
             try:
-                lines = path.read_text(encoding="utf-8").splitlines()
+                lines = path.read_text(encoding="utf-8-sig").splitlines()  # a BOM is no URL
             except OSError as exc:
-                ctx.warn(f"urls_file {path}: {exc.strerror or exc}")
+                ctx.incomplete(f"urls_file {path}: {exc.strerror or exc}")
+                return
+            except UnicodeDecodeError as exc:
+                ctx.incomplete(f"urls_file {path}: not UTF-8 text ({exc})")
                 return
             for number, line in enumerate(lines, 1):
                 url = line.split("#", 1)[0].strip()
