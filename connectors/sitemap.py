@@ -208,9 +208,28 @@ class SitemapSource:
         yield from _Walk(ctx, self.options.max_sitemaps).run(roots)
 
 
+@dataclass(frozen=True)
+class _Queued:
+    url: str
+    depth: int
+    parent: str | None
+    index_paths: tuple[str, ...]  # scheme://host/path of the indexes above it
+
+
+def _path_of(url: str) -> str:
+    parts = urlsplit(canonical_url(url))
+    return f"{parts.scheme}://{parts.netloc}{parts.path}"
+
+
 class _Walk:
-    """One listing: documents breadth first (so a document is read at its shallowest depth),
-    each canonical URL once, each distinct content expanded once, at most ``cap`` documents."""
+    """One listing, breadth first (so a document is read at its shallowest depth).
+
+    Each canonical URL is read once, each distinct content expanded once, at most ``cap``
+    documents are read, and an index below an index at the same path (``/sitemap.xml`` listing
+    ``/sitemap.xml?v=1`` … as indexes of their own) is not expanded: that is a self-reference
+    whose tree has no end. What is left unread makes the listing incomplete, with one reason
+    per kind of skip (the first URL and a count), however many documents it concerns.
+    """
 
     def __init__(self, ctx: DiscoveryContext, cap: int):
         self.ctx = ctx
@@ -218,55 +237,77 @@ class _Walk:
         self.read = 0
         self.seen_urls: set[str] = set()
         self.seen_contents: set[str] = set()
-        self.queue: deque[tuple[str, int]] = deque()
+        self.queue: deque[_Queued] = deque()
+        self.skipped: dict[str, tuple[str, int]] = {}  # kind → (first reason, count)
 
     def run(self, roots: list[str]) -> Iterator[Candidate]:
-        for root in roots:
-            self._enqueue(root, 0, parent=None)
-        while self.queue:
-            url, depth = self.queue.popleft()
-            if self.read >= self.cap:
-                self.ctx.incomplete(
-                    f"sitemap {url}: not read, max_sitemaps={self.cap} documents already read"
-                    f" for this source ({len(self.queue)} more not read)"
-                )
-                return
-            self.read += 1
-            parsed = self.ctx.get_parsed_or_warn(url, _parse_for_cache, "sitemap")
-            if parsed is None:
-                continue
-            digest = hashlib.sha256(json.dumps(parsed, sort_keys=True).encode()).hexdigest()
-            if digest in self.seen_contents:
-                continue  # the same document under another URL: already listed
-            self.seen_contents.add(digest)
-            if parsed.get("partial"):
-                self.ctx.incomplete(f"sitemap {url}: {parsed['partial']}")
-            for page_url, lastmod in parsed["pages"]:
-                yield Candidate(url=page_url, lastmod=lastmod)
-            too_deep = [
-                child for child in parsed["children"] if not self._enqueue(child, depth + 1, url)
-            ]
-            if too_deep:
-                self.ctx.incomplete(
-                    f"sitemap {url}: {len(too_deep)} child sitemap(s) nested deeper than"
-                    f" {MAX_DEPTH} levels not read (first: {too_deep[0]})"
-                )
-
-    def _enqueue(self, url: str, depth: int, parent: str | None) -> bool:
-        """Queue ``url`` unless already queued; False when it is too deep to read."""
         try:
-            key = canonical_url(url)
+            for root in roots:
+                self._enqueue(_Queued(root, 0, None, ()))
+            while self.queue:
+                yield from self._read(self.queue.popleft())
+        finally:
+            for first, count in self.skipped.values():
+                more = f" ({count - 1} more like it in this listing)" if count > 1 else ""
+                self.ctx.incomplete(first + more)
+
+    def _read(self, item: _Queued) -> Iterator[Candidate]:
+        if self.read >= self.cap:
+            for unread in (item, *self.queue):
+                self._skip(
+                    "cap",
+                    f"sitemap {unread.url}: not read: max_sitemaps={self.cap}"
+                    " documents already read",
+                )
+            self.queue.clear()
+            return
+        self.read += 1
+        parsed = self.ctx.get_parsed_or_warn(item.url, _parse_for_cache, "sitemap")
+        if parsed is None:
+            return
+        digest = hashlib.sha256(json.dumps(parsed, sort_keys=True).encode()).hexdigest()
+        if digest in self.seen_contents:
+            return  # the same document under another URL: listed already
+        self.seen_contents.add(digest)
+        if parsed.get("partial"):
+            self.ctx.incomplete(f"sitemap {item.url}: {parsed['partial']}")
+        for page_url, lastmod in parsed["pages"]:
+            yield Candidate(url=page_url, lastmod=lastmod)
+        if not parsed["children"]:
+            return
+        path = _path_of(item.url)
+        if path in item.index_paths:
+            self._skip(
+                "loop",
+                f"sitemap {item.url}: not expanded: a sitemap index below an"
+                f" index at the same path (listed by {item.parent})",
+            )
+            return
+        for child in parsed["children"]:
+            self._enqueue(_Queued(child, item.depth + 1, item.url, (*item.index_paths, path)))
+
+    def _enqueue(self, item: _Queued) -> None:
+        try:
+            key = canonical_url(item.url)
         except ValueError as exc:
-            where = f"sitemap {parent}: child" if parent else "sitemap"
-            self.ctx.incomplete(f"{where} {url!r} not read: {exc}")
-            return True
+            listed_by = f" (listed by {item.parent})" if item.parent else ""
+            self.ctx.incomplete(f"sitemap {item.url!r}: not read: {exc}{listed_by}")
+            return
         if key in self.seen_urls:
-            return True
-        if depth > MAX_DEPTH:
-            return False
+            return
+        if item.depth > MAX_DEPTH:
+            self._skip(
+                "depth",
+                f"sitemap {item.url}: not read: nested deeper than {MAX_DEPTH}"
+                f" levels (listed by {item.parent})",
+            )
+            return
         self.seen_urls.add(key)
-        self.queue.append((url, depth))
-        return True
+        self.queue.append(item)
+
+    def _skip(self, kind: str, reason: str) -> None:
+        first, count = self.skipped.get(kind, (reason, 0))
+        self.skipped[kind] = (first, count + 1)
 
 
 __all__ = ["SitemapDocument", "SitemapSource", "gunzip_bounded", "parse_sitemap"]
