@@ -76,6 +76,27 @@ def test_gzip_bomb_is_refused():
         gunzip_bounded(gzip.compress(b"\0" * 2_000_000), limit=1_000_000)
 
 
+def test_a_truncated_sitemap_keeps_the_entries_before_the_cut():
+    cut = URLSET[: URLSET.index(b"https://x.org/b")]
+    document = parse_sitemap(cut)
+    assert document.pages == (("https://x.org/a", "2026-01-02"),)
+    assert document.partial and "XML breaks off after 1 complete entries" in document.partial
+    stray = URLSET.replace(b"https://x.org/b", b"https://x.org/b?x=1&y=2")  # an unescaped &
+    assert parse_sitemap(stray).pages == (("https://x.org/a", "2026-01-02"),)
+    assert parse_sitemap(stray).partial
+    assert parse_sitemap(URLSET + b"<junk/>").partial  # after the root closed: still suspect
+
+
+def test_gzip_that_is_invalid_or_truncated_is_refused():
+    with pytest.raises(ValueError, match="invalid gzip"):
+        gunzip_bounded(b"\x1f\x8b\x08\x00 this is no deflate stream")
+    with pytest.raises(ValueError, match="invalid gzip: truncated"):
+        gunzip_bounded(gzip.compress(URLSET)[:-12])
+    with pytest.raises(ValueError, match="invalid gzip"):
+        parse_sitemap(b"\x1f\x8b garbage")
+    assert gunzip_bounded(gzip.compress(b"ab") + gzip.compress(b"cd")) == b"abcd"  # members
+
+
 @pytest.mark.parametrize("bad", [b"not xml", b"<html><body>hi</body></html>"])
 def test_not_a_sitemap(bad):
     with pytest.raises(ValueError):
