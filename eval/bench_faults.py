@@ -28,6 +28,7 @@ import contextlib
 import io
 import json
 import logging
+import shutil
 import sys
 import tempfile
 import time
@@ -72,14 +73,16 @@ class Window:
     step: str
 
 
+# The maintenance window comes last: a system that follows the redirect may not come back from
+# it, and the windows before it should each be judged on a whole index.
 WINDOWS = (
     Window("sitemap_503", 4, "edit paragraphs"),
     Window("sitemap_truncated", 3, "insert/delete sections"),
     Window("child_500", 3, "add pages"),
-    Window("maintenance_302", 3, "rename pages"),
     Window("transient_404", 1, "remove pages"),
-    Window("rate_429", 3, "edit paragraphs"),
-    Window("server_5xx", 3, "insert/delete sections"),
+    Window("rate_429", 3, "rename pages"),
+    Window("server_5xx", 3, "edit paragraphs"),
+    Window("maintenance_302", 3, "insert/delete sections"),
 )
 
 
@@ -157,21 +160,46 @@ class Judge:
 
     def __init__(self) -> None:
         self.ever_indexed: set[str] = set()
+        self.last: set[str] = set()  # the URLs with a point after the latest run
         self.minimum: set[str] = set()  # embedded texts of points that were right
         self.deleted: set[str] = set()
+        self.worst = (0, "")  # the most pages wrongly deleted at one moment, and when
+        self.windows: dict[str, dict[str, Any]] = {}
+        self.window: dict[str, Any] | None = None
+
+    def open_window(self, fault: str, live: set[str]) -> None:
+        """From now on, also count which of the ``live`` pages held now lose their point."""
+        held = self.last & live
+        self.window = {"held": held, "live": len(live), "lost": set(), "worst": 0}
+        self.windows[fault] = self.window
+
+    def close_window(self) -> None:
+        self.window = None
 
     def judge(
-        self, points: list[dict[str, Any]], truth: dict[str, set[str]], known: set[str]
+        self,
+        label: str,
+        points: list[dict[str, Any]],
+        truth: dict[str, set[str]],
+        known: set[str],
     ) -> dict[str, Any]:
+        """The counts for one run's index (``label`` names the run)."""
         urls = {point["url"] for point in points}
         gone = wrongly_deleted(urls, truth, self.ever_indexed)
         self.ever_indexed |= urls
+        self.last = urls
         self.deleted |= gone
+        if len(gone) > self.worst[0]:
+            self.worst = (len(gone), label)
+        if self.window is not None:
+            lost = gone & self.window["held"]
+            self.window["lost"] |= lost
+            self.window["worst"] = max(self.window["worst"], len(lost))
         self.minimum |= {
             p["embedded"] for p in points if true_point(p["url"], p["text"], truth, known)
         }
         check = check_index([(p["url"], p["text"]) for p in points], truth, known)
-        return {"wrongly_deleted": len(gone), "wrongly_deleted_urls": sorted(gone), **check}
+        return {"wrongly_deleted": len(gone), **check}
 
 
 def main() -> None:
@@ -188,7 +216,8 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown windows {sorted(unknown)} (known: {', '.join(FAULTS)})")
     windows = tuple(w for w in WINDOWS if w.fault in chosen)
-    result = replay(options.pages, options.seed, options.minutes_per_run, windows, options)
+    systems = options.systems.split(",")
+    result = replay(options.pages, options.seed, options.minutes_per_run, windows, systems)
     options.out.mkdir(parents=True, exist_ok=True)
     (options.out / "faults.json").write_text(json.dumps(result, indent=2) + "\n")
     (options.out / "faults.md").write_text(faults_markdown(result))
@@ -196,7 +225,7 @@ def main() -> None:
 
 
 def replay(
-    pages: int, seed: int, minutes: float, windows: tuple[Window, ...], options: Any
+    pages: int, seed: int, minutes: float, windows: tuple[Window, ...], names: list[str]
 ) -> dict[str, Any]:
     """Run the schedule on every system; the rows, per-window and whole-replay summaries."""
     from ragsync.embed import SentenceTransformerEmbedder
@@ -211,26 +240,32 @@ def replay(
     evolving.site.fault = injector
     clock = StepClock(datetime.now(UTC), timedelta(minutes=minutes))
     embedder = SentenceTransformerEmbedder()
-    names = options.systems.split(",")
     systems = [Replayed(n, work, f"{base}/sitemap.xml", clock, embedder) for n in names]
     judges = {name: Judge() for name in names}
     plan = schedule(windows)
     rows: list[dict[str, Any]] = []
     injected: dict[str, dict[str, int]] = {}
+    truth: dict[str, set[str]] = {}
     try:
         for index, run in enumerate(plan):
             change = STEPS[run.step](evolving) if run.step else ""
-            truth = evolving.truth(base)
+            before, truth = truth, evolving.truth(base)
             known = evolving.gen.sentences | set(MAINTENANCE_SENTENCES)
             injector.arm(run.fault, run.run_in_window)
             injector.injected = {}
             clock.at_run(index)
+            for judge in judges.values():
+                if run.fault and run.run_in_window == 0:
+                    # pages live before and after the step: a whole index holds them all
+                    judge.open_window(run.fault, set(before) & set(truth))
+                elif run.window == "clean":
+                    judge.close_window()
             for system in systems:
                 injector.new_system_run()
                 began = time.perf_counter()
                 outcome = system.run()
                 wall = time.perf_counter() - began
-                judged = judges[system.name].judge(system.points(), truth, known)
+                judged = judges[system.name].judge(run.label, system.points(), truth, known)
                 row = {
                     "run": index,
                     "label": run.label,
@@ -243,8 +278,7 @@ def replay(
                     **judged,
                 }
                 rows.append(row)
-                brief = {k: v for k, v in row.items() if k != "wrongly_deleted_urls"}
-                print(json.dumps(brief), flush=True)
+                print(json.dumps(row), flush=True)
             if run.fault:
                 window = injected.setdefault(run.fault, {})
                 for key, count in injector.injected.items():
@@ -252,6 +286,7 @@ def replay(
     finally:
         injector.disarm()
         evolving.site.stop()
+        shutil.rmtree(work, ignore_errors=True)
     return {
         "pages": pages,
         "seed": seed,
@@ -263,7 +298,7 @@ def replay(
             for w in windows
         ],
         "summary": summarize(rows, judges),
-        "by_window": by_window(rows, windows),
+        "by_window": by_window(rows, windows, judges),
         "rows": rows,
     }
 
@@ -273,13 +308,12 @@ def summarize(rows: list[dict[str, Any]], judges: dict[str, Judge]) -> dict[str,
     out = {}
     for name, judge in judges.items():
         own = [r for r in rows if r["system"] == name]
-        worst = max(own, key=lambda r: r["wrongly_deleted"])
         last = own[-1]
         embedded = sum(r["texts_embedded"] for r in own)
         out[name] = {
             "wrongly_deleted_distinct": len(judge.deleted),
-            "wrongly_deleted_worst": worst["wrongly_deleted"],
-            "wrongly_deleted_worst_at": worst["label"] if worst["wrongly_deleted"] else "",
+            "wrongly_deleted_worst": judge.worst[0],
+            "wrongly_deleted_worst_at": judge.worst[1],
             "missing_at_end": last["missing_pages"],
             "stale_at_end": last["stale_pages"],
             "duplicates_at_end": last["duplicate_chunks"],
@@ -292,24 +326,25 @@ def summarize(rows: list[dict[str, Any]], judges: dict[str, Judge]) -> dict[str,
     return out
 
 
-def by_window(rows: list[dict[str, Any]], windows: tuple[Window, ...]) -> dict[str, Any]:
-    """Per window and system: pages wrongly deleted during the window and its clean run after
-    (distinct, and the worst moment), and texts embedded then."""
+def by_window(
+    rows: list[dict[str, Any]], windows: tuple[Window, ...], judges: dict[str, Judge]
+) -> dict[str, Any]:
+    """Per window and system: of the live pages the index held when the window opened, how
+    many lost their point during the window or the clean run after it (distinct, and the
+    worst moment); texts embedded then."""
     out: dict[str, Any] = {}
     for window in windows:
-        own = [r for r in rows if r["window"] == window.fault]
-        out[window.fault] = {
-            name: {
-                "wrongly_deleted_distinct": len(
-                    {url for r in own if r["system"] == name for url in r["wrongly_deleted_urls"]}
-                ),
-                "wrongly_deleted_worst": max(
-                    r["wrongly_deleted"] for r in own if r["system"] == name
-                ),
-                "texts_embedded": sum(r["texts_embedded"] for r in own if r["system"] == name),
+        out[window.fault] = {}
+        for name, judge in judges.items():
+            seen = judge.windows[window.fault]
+            own = [r for r in rows if r["window"] == window.fault and r["system"] == name]
+            out[window.fault][name] = {
+                "live_at_start": seen["live"],
+                "held_at_start": len(seen["held"]),
+                "wrongly_deleted_distinct": len(seen["lost"]),
+                "wrongly_deleted_worst": seen["worst"],
+                "texts_embedded": sum(r["texts_embedded"] for r in own),
             }
-            for name in dict.fromkeys(r["system"] for r in own)
-        }
     return out
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import gzip
 import random
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -86,9 +87,17 @@ def pick_transient_404(seed: int, run: int, live_paths: Iterable[str]) -> frozen
     return frozenset(random.Random(f"{seed}|transient_404|{run}").sample(paths, count))
 
 
-def sitemap_xml(base: str, paths: Iterable[str]) -> bytes:
-    """A sitemaps.org urlset of ``paths`` on ``base`` (what a cut-off sitemap is a prefix of)."""
-    urls = "".join(f"<url><loc>{escape(base + path)}</loc></url>" for path in sorted(paths))
+def sitemap_xml(base: str, modified: dict[str, float]) -> bytes:
+    """The sitemap DevSite serves for ``{path: modification time}`` on ``base``, byte for byte
+    (what a cut-off sitemap is a prefix of)."""
+
+    def lastmod(path: str) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(modified[path]))
+
+    urls = "".join(
+        f"<url><loc>{escape(base + path)}</loc><lastmod>{lastmod(path)}</lastmod></url>"
+        for path in sorted(modified)
+    )
     return (
         '<?xml version="1.0" encoding="UTF-8"?>'
         f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'
@@ -157,7 +166,9 @@ class FaultInjector:
         if fault == "sitemap_503" and path == "/sitemap.xml":
             return _text(503, "Service Unavailable")
         if fault == "sitemap_truncated" and path == "/sitemap.xml":
-            full = sitemap_xml(self.site.base_url, self.site.listed())
+            pages = self.site.pages
+            listed = {path: pages[path].modified for path in self.site.listed()}
+            full = sitemap_xml(self.site.base_url, listed)
             return Answer(200, {"Content-Type": "application/xml"}, full[: len(full) * 3 // 5])
         if fault == "child_500" and path == "/sitemap-2.xml.gz":
             return _text(500, "Internal Server Error")

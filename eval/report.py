@@ -92,8 +92,8 @@ def faults_markdown(result: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        "Pages wrongly deleted during each fault window and the clean run after it "
-        "(distinct / worst moment):",
+        "Of the live pages an index held when a fault window opened, those that lost their "
+        "point during the window or the clean run after it (distinct / worst moment):",
         "",
         "| fault window | runs | step before it | " + " | ".join(systems) + " |",
         "|---|---:|---|" + "---:|" * len(systems),
@@ -109,6 +109,15 @@ def faults_markdown(result: dict[str, Any]) -> str:
             + " | ".join(cells)
             + " |"
         )
+    short = [
+        f"{name} held {c['held_at_start']} of {c['live_at_start']} live pages when "
+        f"“{FAULT_NAMES.get(fault, fault)}” began"
+        for fault, cells in result["by_window"].items()
+        for name, c in cells.items()
+        if c["held_at_start"] < c["live_at_start"]
+    ]
+    if short:
+        lines += ["", "Not whole at a window's start: " + "; ".join(short) + "."]
     return "\n".join(lines) + "\n"
 
 
