@@ -170,7 +170,7 @@ class Judge:
     def open_window(self, fault: str, live: set[str]) -> None:
         """From now on, also count which of the ``live`` pages held now lose their point."""
         held = self.last & live
-        self.window = {"held": held, "live": len(live), "lost": set(), "worst": 0}
+        self.window = {"held": held, "live": len(live), "lost": set(), "worst": 0, "needed": 0}
         self.windows[fault] = self.window
 
     def close_window(self) -> None:
@@ -195,9 +195,10 @@ class Judge:
             lost = gone & self.window["held"]
             self.window["lost"] |= lost
             self.window["worst"] = max(self.window["worst"], len(lost))
-        self.minimum |= {
-            p["embedded"] for p in points if true_point(p["url"], p["text"], truth, known)
-        }
+        right = {p["embedded"] for p in points if true_point(p["url"], p["text"], truth, known)}
+        if self.window is not None:
+            self.window["needed"] += len(right - self.minimum)
+        self.minimum |= right
         check = check_index([(p["url"], p["text"]) for p in points], truth, known)
         return {"wrongly_deleted": len(gone), **check}
 
@@ -331,7 +332,7 @@ def by_window(
 ) -> dict[str, Any]:
     """Per window and system: of the live pages the index held when the window opened, how
     many lost their point during the window or the clean run after it (distinct, and the
-    worst moment); texts embedded then."""
+    worst moment); texts embedded then, and the minimum (right texts new to the index then)."""
     out: dict[str, Any] = {}
     for window in windows:
         out[window.fault] = {}
@@ -344,6 +345,7 @@ def by_window(
                 "wrongly_deleted_distinct": len(seen["lost"]),
                 "wrongly_deleted_worst": seen["worst"],
                 "texts_embedded": sum(r["texts_embedded"] for r in own),
+                "texts_minimum": seen["needed"],
             }
     return out
 

@@ -74,7 +74,11 @@ def faults_markdown(result: dict[str, Any]) -> str:
         f"advances {result['minutes_per_run']:g} min per run, default deletion rule (2 "
         "observations over 1 h). Pages wrongly deleted: live pages (faults aside) the index "
         "held before and holds no point for after a run. At the end: after the faults, two "
-        "clean runs. Minimum: distinct texts of the points that were right when indexed.",
+        "clean runs. Minimum: distinct texts of the points that were right when indexed. "
+        "The peers share one loader (robots.txt, the sitemap or its index, trafilatura) that "
+        "fails the run when it cannot read the sitemap and leaves out pages that do not answer "
+        "200. Runs failed: ragsync runs with ok = false (any page or listing error), peer runs "
+        "the loader aborted.",
         "",
         "| system | wrongly deleted (distinct pages) | worst moment | missing at end "
         "| stale at end | duplicates at end | texts embedded | minimum | unnecessary "
@@ -109,6 +113,21 @@ def faults_markdown(result: dict[str, Any]) -> str:
             + " | ".join(cells)
             + " |"
         )
+    lines += [
+        "",
+        "Texts embedded during each fault window and the clean run after it (minimum: right "
+        "texts new to the index then):",
+        "",
+        "| fault window | " + " | ".join(systems) + " |",
+        "|---|" + "---:|" * len(systems),
+    ]
+    for window in result["windows"]:
+        fault = window["fault"]
+        cells = [
+            f"{c['texts_embedded']:,} ({c['texts_minimum']:,})"
+            for c in (result["by_window"][fault][name] for name in systems)
+        ]
+        lines.append(f"| {FAULT_NAMES.get(fault, fault)} | " + " | ".join(cells) + " |")
     short = [
         f"{name} held {c['held_at_start']} of {c['live_at_start']} live pages when "
         f"“{FAULT_NAMES.get(fault, fault)}” began"
