@@ -1,8 +1,8 @@
 """Gather the benchmark results into eval/results/README.md and the README's benchmark tables.
 
-Reads eval/results/{peers,core,noop,stores,workers}.md and webhooks.json (whichever exist) and
-rewrites the text between ``<!-- bench:begin -->`` and ``<!-- bench:end -->`` in the top-level
-README, so the published figures are always the last measured ones.
+Reads eval/results/{peers,core,noop,stores,workers}.md, faults.json and webhooks.json (whichever
+exist) and rewrites the text between ``<!-- bench:begin -->`` and ``<!-- bench:end -->`` in the
+top-level README, so the published figures are always the last measured ones.
 
 Usage: python eval/report.py
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -32,6 +33,12 @@ def tables() -> str:
             parts.append(f"#### {heading}\n\n{path.read_text().strip()}\n")
         if name == "peers" and (RESULTS / "peers.png").exists():
             parts.append("![Work per step and system](eval/results/peers.png)\n")
+    replay = RESULTS / "faults.json"
+    if replay.exists():
+        parts.append(
+            "#### A fault replay (`eval/bench_faults.py`)\n\n"
+            + faults_markdown(json.loads(replay.read_text()))
+        )
     hooks = RESULTS / "webhooks.json"
     if hooks.exists():
         w = json.loads(hooks.read_text())
@@ -43,6 +50,94 @@ def tables() -> str:
             f"{w['latency_ms']['p50']} | {w['latency_ms']['p99']} | {w['latency_ms']['max']} |\n"
         )
     return "\n".join(parts)
+
+
+FAULT_NAMES = {
+    "sitemap_503": "sitemap answers 503",
+    "sitemap_truncated": "sitemap cut mid-document (200)",
+    "child_500": "one of two child sitemaps answers 500",
+    "maintenance_302": "every page 302 → /maintenance",
+    "transient_404": "~10% of pages answer 404",
+    "rate_429": "5% of requests 429, Retry-After: 1",
+    "server_5xx": "15% of requests 5xx",
+}
+
+
+def faults_markdown(result: dict[str, Any]) -> str:
+    """The fault replay's tables (eval/bench_faults.py): the whole replay per system, then the
+    pages wrongly deleted per fault window."""
+    summary = result["summary"]
+    systems = list(summary)
+    lines = [
+        f"Evolving site: {result['pages']} pages at the start, served on 127.0.0.1; "
+        f"{result['runs']} runs of every system (seed {result['seed']}); ragsync's clock "
+        f"advances {result['minutes_per_run']:g} min per run, default deletion rule (2 "
+        "observations over 1 h). Pages wrongly deleted: live pages (faults aside) the index "
+        "held before and holds no point for after a run. At the end: after the faults, two "
+        "clean runs. Minimum: distinct texts of the points that were right when indexed. "
+        "The peers share one loader (robots.txt, the sitemap or its index, trafilatura) that "
+        "fails the run when it cannot read the sitemap and leaves out pages that do not answer "
+        "200. Runs failed: ragsync runs with ok = false (any page or listing error), peer runs "
+        "the loader aborted.",
+        "",
+        "| system | wrongly deleted (distinct pages) | worst moment | missing at end "
+        "| stale at end | duplicates at end | texts embedded | minimum | unnecessary "
+        "| runs failed |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in systems:
+        s = summary[name]
+        at = f" ({s['wrongly_deleted_worst_at']})" if s["wrongly_deleted_worst_at"] else ""
+        lines.append(
+            f"| {name} | {s['wrongly_deleted_distinct']} | {s['wrongly_deleted_worst']}{at} | "
+            f"{s['missing_at_end']} | {s['stale_at_end']} | {s['duplicates_at_end']} | "
+            f"{s['texts_embedded']:,} | {s['texts_minimum']:,} | {s['texts_unnecessary']:,} | "
+            f"{s['runs_failed']} |"
+        )
+    lines += [
+        "",
+        "Of the live pages an index held when a fault window opened, those that lost their "
+        "point during the window or the clean run after it (distinct / worst moment):",
+        "",
+        "| fault window | runs | step before it | " + " | ".join(systems) + " |",
+        "|---|---:|---|" + "---:|" * len(systems),
+    ]
+    for window in result["windows"]:
+        fault = window["fault"]
+        cells = [
+            f"{c['wrongly_deleted_distinct']} / {c['wrongly_deleted_worst']}"
+            for c in (result["by_window"][fault][name] for name in systems)
+        ]
+        lines.append(
+            f"| {FAULT_NAMES.get(fault, fault)} | {window['runs']} | {window['step']} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    lines += [
+        "",
+        "Texts embedded during each fault window and the clean run after it (minimum: right "
+        "texts new to the index then):",
+        "",
+        "| fault window | " + " | ".join(systems) + " |",
+        "|---|" + "---:|" * len(systems),
+    ]
+    for window in result["windows"]:
+        fault = window["fault"]
+        cells = [
+            f"{c['texts_embedded']:,} ({c['texts_minimum']:,})"
+            for c in (result["by_window"][fault][name] for name in systems)
+        ]
+        lines.append(f"| {FAULT_NAMES.get(fault, fault)} | " + " | ".join(cells) + " |")
+    short = [
+        f"{name} held {c['held_at_start']} of {c['live_at_start']} live pages when "
+        f"“{FAULT_NAMES.get(fault, fault)}” began"
+        for fault, cells in result["by_window"].items()
+        for name, c in cells.items()
+        if c["held_at_start"] < c["live_at_start"]
+    ]
+    if short:
+        lines += ["", "Not whole at a window's start: " + "; ".join(short) + "."]
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
