@@ -1,6 +1,7 @@
 """The ``ragsync`` command: parse flags, call the Python API, render the result.
 
-Exit codes: 0 success; 1 the run finished but some work failed; 2 usage or configuration error.
+Exit codes: 0 success; 1 the run finished but some work failed; 2 usage or configuration error;
+3 another process holds the state (a pass or workers): nothing was done (``--wait`` waits).
 ``--json`` output goes to stdout alone; human output and logs go to stderr.
 """
 
@@ -18,6 +19,7 @@ import click
 
 from ragsync import __version__
 from ragsync.errors import ConfigError, RagsyncError
+from ragsync.runlock import RunLocked
 
 CONFIG_OPTION = click.option(
     "--config",
@@ -47,6 +49,9 @@ def _errors_to_exit_codes(func: Callable[..., Any]) -> Callable[..., Any]:
         except ConfigError as exc:
             click.echo(f"ragsync: configuration error: {exc}", err=True)
             sys.exit(2)
+        except RunLocked as exc:
+            click.echo(f"ragsync: {exc}", err=True)
+            sys.exit(3)
         except RagsyncError as exc:
             click.echo(f"ragsync: {exc}", err=True)
             sys.exit(1)
@@ -102,9 +107,19 @@ def init(path: str, force: bool) -> None:
 @click.option("--source", "source_id", help="Only this source id.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON on stdout.")
 @click.option("--watch", is_flag=True, help="Stay up: run whatever falls due, until stopped.")
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="When another process holds the state, wait for it (default: exit 3 at once).",
+)
 @_errors_to_exit_codes
 def run(
-    config_path: str, revalidate_all: bool, source_id: str | None, as_json: bool, watch: bool
+    config_path: str,
+    revalidate_all: bool,
+    source_id: str | None,
+    as_json: bool,
+    watch: bool,
+    wait: bool,
 ) -> None:
     """One sync pass over what is due (then exit), or --watch to keep going."""
     from ragsync.sync import Syncer
@@ -130,7 +145,7 @@ def run(
 
     _with_progress(
         config_path,
-        lambda syncer: syncer.run(source=source_id, revalidate_all=revalidate_all),
+        lambda syncer: syncer.run(source=source_id, revalidate_all=revalidate_all, wait=wait),
         as_json,
     )
 
@@ -253,6 +268,8 @@ def status(config_path: str, as_json: bool) -> None:
     last = report["last_run"]
     if last:
         outcome = "ok" if last["ok"] else "finished with errors"
+        if last["status"] == "interrupted":
+            outcome = "interrupted (its process died mid-run; the journal replayed its work)"
         click.echo(f"last run {last['run_id']} ({last['finished_at']}): {outcome}")
     else:
         click.echo("no run yet: `ragsync run` starts the first sync")
@@ -279,6 +296,13 @@ def status(config_path: str, as_json: bool) -> None:
                 f"  oldest check: {s['oldest_check']}; lag {s['lag_seconds']:.0f} s; "
                 f"points in the store: {s.get('points_in_store', '—')}"
             )
+        listing = s["listing"]
+        if listing and not listing["complete"]:
+            click.echo(
+                f"  last listing ({listing['at']}) INCOMPLETE, so no page counts as unlisted:"
+            )
+            for reason in listing["reasons"][:10]:
+                click.echo(f"    {reason}")
         if "polls" in s:
             last = s["polls"]["last"]
             click.echo(

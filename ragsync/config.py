@@ -183,6 +183,7 @@ class SourceConfig:
     missing_confirmations: int = 2
     missing_grace: float = duration("1h")
     prune_unlisted: bool = True
+    max_urls: int = 1_000_000  # URLs read from one listing; more: a warning, listing incomplete
     options: Any = None  # the connector's own frozen dataclass (e.g. the sitemap url)
 
 

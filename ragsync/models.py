@@ -251,6 +251,9 @@ class Counters:
     journal_replayed: int = 0
     tombstones_created: int = 0
     records_moved: int = 0  # renamed pages (301 / rel=canonical) whose record moved
+    moves_suspected: int = 0  # permanent redirects seen but not yet confirmed: content kept
+    temporary_redirects: int = 0  # 302/303/307: content kept, page retried
+    listings_incomplete: int = 0  # listings that failed in part: no "unlisted" evidence
     events_delivered: int = 0
     pages_queued: int = 0  # workers: due pages put on the shared work queue
 
@@ -269,6 +272,8 @@ class SourceOutcome:
     ok: bool = True
     counters: Counters = field(default_factory=Counters)
     errors: list[str] = field(default_factory=list)
+    # Why the source's listing was incomplete (empty: complete, or not listed this run).
+    incomplete: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -294,6 +299,7 @@ class SyncResult:
                     "ok": outcome.ok,
                     "counters": outcome.counters.as_dict(),
                     "errors": list(outcome.errors),
+                    "listing_incomplete": list(outcome.incomplete),
                 }
                 for source_id, outcome in self.sources.items()
             },

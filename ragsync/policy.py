@@ -14,6 +14,7 @@ Verdict = Literal[
     "rate_limited",  # 429
     "needs_attention",  # 401/403: no blind retry
     "retry",  # 5xx and other transient statuses
+    "temporary_redirect",  # 302/303/307: the page keeps its content and is retried
     "refused",  # anything else: the page ends with a recorded reason
 ]
 
@@ -28,6 +29,8 @@ def classify(status: int, content_type: str, body: bytes) -> tuple[Verdict, str]
 
         >>> classify(304, "", b"")
         ('not_modified', '')
+        >>> classify(302, "", b"")
+        ('temporary_redirect', 'HTTP 302: temporary redirect')
         >>> classify(200, "image/png", b"...")
         ('refused', 'not a text page: content type image/png')
     """
@@ -35,6 +38,8 @@ def classify(status: int, content_type: str, body: bytes) -> tuple[Verdict, str]
         return "not_modified", ""
     if status in (404, 410):
         return "missing", f"HTTP {status}"
+    if status in (302, 303, 307):  # RFC 9110 §15.4: the resource is still this URL
+        return "temporary_redirect", f"HTTP {status}: temporary redirect"
     if status == 429:
         return "rate_limited", "HTTP 429"
     if status in (401, 403):

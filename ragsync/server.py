@@ -38,6 +38,7 @@ from starlette.routing import Route
 
 from ragsync.config import Config, resolve_env
 from ragsync.models import Counters
+from ragsync.runlock import RunLocked
 from ragsync.sync import Syncer, iso
 
 log = logging.getLogger("ragsync")
@@ -63,6 +64,8 @@ class Worker:
                         result = syncer.run()
                         self.counters.add(result.counters)
                         self.last_ok, self.runs = result.ok, self.runs + 1
+                    except RunLocked as exc:  # a `ragsync run` holds the state: next tick
+                        log.info("%s", exc)
                     except Exception:  # the daemon outlives one failed pass; it is logged
                         log.exception("sync pass failed")
                         self.last_ok = False

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -291,6 +292,20 @@ def _m008_workers(db: Any) -> None:
     db.table("work").create_index(["position"])
 
 
+def _m009_run_lock_and_listings(db: Any) -> None:
+    # Who holds a lease (the run lock tells a dead local process from a live one), and whose
+    # run a `runs` row is (so that a run whose holder is gone is closed as "interrupted").
+    db.table("leases").add_column("host", str)
+    db.table("leases").add_column("pid", int)
+    db.table("leases").add_column("started_at", str)
+    db.table("runs").add_column("owner", str)
+    # How each source's last listing ended: complete, or why not (README "Deletion safety").
+    db.table("schedule").add_column("listing_complete", int)
+    db.table("schedule").add_column("listing_reasons", str)
+    # When an alias was last confirmed by a request to its URL (re-verified at max_interval).
+    db.table("aliases").add_column("verified_at", str)
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_initial", _m001_initial),
     ("002_failures_and_deletion", _m002_failures_and_deletion),
@@ -300,6 +315,7 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("006_targeted_queue", _m006_targeted_queue),
     ("007_schedule", _m007_schedule),
     ("008_workers", _m008_workers),
+    ("009_run_lock_and_listings", _m009_run_lock_and_listings),
 )
 
 
@@ -450,12 +466,42 @@ class StateDB:
         row = self.db.execute(sql, [source_id]).fetchone()
         return row[0] if row else None
 
-    def record_source_run(self, source_id: str, last_run_at: str, next_run_at: str) -> None:
+    def record_source_run(
+        self,
+        source_id: str,
+        last_run_at: str,
+        next_run_at: str,
+        *,
+        incomplete: Sequence[str] = (),
+    ) -> None:
+        """A source's listing was read: when, when it is due next, and whether it was
+        complete (``incomplete`` lists why not)."""
         with self.write():
             self.db.table("schedule").upsert(
-                {"source_id": source_id, "last_run_at": last_run_at, "next_run_at": next_run_at},
+                {
+                    "source_id": source_id,
+                    "last_run_at": last_run_at,
+                    "next_run_at": next_run_at,
+                    "listing_complete": int(not incomplete),
+                    "listing_reasons": json.dumps(list(incomplete)) if incomplete else None,
+                },
                 pk="source_id",
             )
+
+    def listing(self, source_id: str) -> dict[str, Any] | None:
+        """``{"at", "complete", "reasons"}`` of the source's last listing, or None."""
+        sql = (
+            "select last_run_at, listing_complete, listing_reasons from schedule "
+            "where source_id = ?"
+        )
+        row = next(iter(self.db.query(sql, [source_id])), None)
+        if row is None or row["listing_complete"] is None:
+            return None
+        return {
+            "at": row["last_run_at"],
+            "complete": bool(row["listing_complete"]),
+            "reasons": json.loads(row["listing_reasons"] or "[]"),
+        }
 
     def due_info(self, source_id: str) -> dict[str, tuple[str | None, str | None]]:
         """``{doc_key: (next_check_at, lastmod_hint)}`` for one source."""
@@ -863,6 +909,78 @@ class StateDB:
             )
         return cursor.rowcount == 1
 
+    def take_run_lock(
+        self,
+        name: str,
+        owner: str,
+        *,
+        exclusive: bool,
+        now: float,
+        until: float,
+        host: str,
+        pid: int,
+    ) -> list[dict[str, Any]]:
+        """Take the run lock (README "Run lock"): lease ``run`` (``exclusive``) or
+        ``worker:<owner>`` (shared). Returns the live holders in the way, empty when taken.
+
+        Holders whose lease ran out, or whose process on this host is gone, are released, and
+        the run rows of every holder that is gone are closed as "interrupted".
+        """
+        with self.write():
+            self._lock("ragsync-run-lock")
+            rows = list(
+                self.db.query(
+                    "select name, owner, host, pid, started_at, lease_until from leases "
+                    "where (name = 'run' or name like 'worker:%') and owner != ?",
+                    [owner],
+                )
+            )
+            gone = [
+                row
+                for row in rows
+                if row["lease_until"] < now
+                or (row["host"] == host and row["pid"] and not _process_alive(row["pid"]))
+            ]
+            for row in gone:
+                self.db.execute(
+                    "delete from leases where name = ? and owner = ?", [row["name"], row["owner"]]
+                )
+            live = [row for row in rows if row not in gone]
+            blocking = live if exclusive else [row for row in live if row["name"] == "run"]
+            if blocking:
+                return [
+                    {k: row[k] for k in ("name", "owner", "host", "pid", "started_at")}
+                    for row in blocking
+                ]
+            self.db.execute(
+                "insert into leases (name, owner, lease_until, host, pid, started_at) "
+                "values (?, ?, ?, ?, ?, ?) on conflict (name) do update set "
+                "owner = excluded.owner, lease_until = excluded.lease_until, "
+                "host = excluded.host, pid = excluded.pid, started_at = excluded.started_at",
+                [name, owner, until, host, pid, _utc_now()],
+            )
+            self.close_orphan_runs(now)
+        return []
+
+    def renew_lease(self, name: str, owner: str, until: float) -> None:
+        with self.write():
+            self.db.execute(
+                "update leases set lease_until = ? where name = ? and owner = ?",
+                [until, name, owner],
+            )
+
+    def close_orphan_runs(self, now: float) -> int:
+        """Close as "interrupted" the running runs whose owner holds no live lease (a killed
+        `run` or worker); returns how many."""
+        with self.write():
+            cursor = self.db.execute(
+                "update runs set status = 'interrupted', ok = 0, finished_at = ? "
+                "where status = 'running' and (owner is null or owner not in "
+                "(select owner from leases where lease_until >= ?))",
+                [_utc_now(), now],
+            )
+        return cursor.rowcount
+
     def release_lease(self, name: str, owner: str) -> None:
         with self.write():
             self.db.execute("delete from leases where name = ? and owner = ?", [name, owner])
@@ -935,6 +1053,22 @@ class StateDB:
             )
             rows = list(rows)
         return sorted(rows, key=lambda row: row["position"])
+
+    def claim_page(
+        self, doc_key: str, source_id: str, owner: str, *, now: float, until: float, at: str
+    ) -> bool:
+        """Claim one page for ``owner`` whether or not it is queued (the target of a move):
+        False when another worker holds it. The claim ends with :meth:`finish_work`."""
+        with self.write():
+            cursor = self.db.execute(
+                "insert into work (doc_key, source_id, position, url, unlisted, owner, "
+                "lease_until, enqueued_at) values (?, ?, 0, ?, 0, ?, ?, ?) "
+                "on conflict (doc_key) do update set owner = excluded.owner, "
+                "lease_until = excluded.lease_until "
+                "where work.owner is null or work.lease_until < ? or work.owner = excluded.owner",
+                [doc_key, source_id, doc_key.split(":", 1)[1], owner, until, at, now],
+            )
+        return cursor.rowcount == 1
 
     def finish_work(self, owner: str, doc_keys: Sequence[str]) -> None:
         """Drop checked pages from the queue (only those ``owner`` still holds)."""
@@ -1018,15 +1152,26 @@ class StateDB:
         aliases: Sequence[dict[str, Any]] = (),
         events: Sequence[dict[str, Any]] = (),
         raw_body: dict[str, Any] | None = None,
-    ) -> None:
-        """Write a document's state, its chunk list, its change row and its journal entries.
+        *,
+        unless_hash: str | None = None,
+    ) -> bool:
+        """Write a document's state, its chunk list, its change row and its journal entries;
+        return whether it was written.
 
         All or nothing: a crash before the commit leaves the previous state intact, after it
-        leaves operations in the journal that the next run replays.
+        leaves operations in the journal that the next run replays. With ``unless_hash``,
+        nothing is written when the stored document already holds that content (another
+        worker committed the same change first: one change row, one event).
         """
         doc_key = document["doc_key"]
         with self.write():
             self._lock(f"document:{doc_key}")  # one commit of a page at a time
+            if unless_hash is not None:
+                row = self.db.execute(
+                    "select content_hash, status from documents where doc_key = ?", [doc_key]
+                ).fetchone()
+                if row is not None and row[0] == unless_hash and row[1] != "tombstoned":
+                    return False
             ops = [*ops, *self._stale_point_deletes(doc_key, chunks, ops)]
             self.db.table("documents").upsert(document, pk="doc_key")
             self.db.execute("delete from chunks where doc_key = ?", [doc_key])
@@ -1057,7 +1202,10 @@ class StateDB:
                 self.db.table("raw_bodies").upsert(body, pk="doc_key")
             for alias in aliases:
                 self.db.table("aliases").upsert(alias, pk="alias_key")
+            if document["status"] != "tombstoned":  # it serves its own page again
+                self.db.execute("delete from aliases where alias_key = ?", [doc_key])
             self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])
+        return True
 
     def _stale_point_deletes(
         self, doc_key: str, chunks: Sequence[StoredChunk], ops: Sequence[dict[str, Any]]
@@ -1100,6 +1248,26 @@ class StateDB:
         sql = "select alias_key, doc_key from aliases where alias_key like ?"
         return {r["alias_key"]: r["doc_key"] for r in self.db.query(sql, [f"{source_id}:%"])}
 
+    def alias_checks(self, source_id: str) -> dict[str, tuple[str, str]]:
+        """``{alias record key: (target record key, verified_at)}`` for one source; an alias
+        never re-verified counts from when it was made."""
+        sql = "select alias_key, doc_key, at, verified_at from aliases where alias_key like ?"
+        return {
+            r["alias_key"]: (r["doc_key"], r["verified_at"] or r["at"] or "")
+            for r in self.db.query(sql, [f"{source_id}:%"])
+        }
+
+    def verify_aliases(self, alias_keys: Sequence[str], at: str) -> None:
+        """The aliases' URLs were requested again at ``at`` (re-verified)."""
+        with self.write():
+            for start in range(0, len(alias_keys), 500):
+                batch = list(alias_keys[start : start + 500])
+                marks = ",".join("?" * len(batch))
+                self.db.execute(
+                    f"update aliases set verified_at = ? where alias_key in ({marks})",
+                    [at, *batch],
+                )
+
     def enqueue(self, ops: Sequence[dict[str, Any]]) -> None:
         """Add vector-store operations to the journal (one transaction)."""
         with self.write():
@@ -1119,11 +1287,22 @@ class StateDB:
 
     # -- runs -------------------------------------------------------------------------------
 
-    def start_run(self, run_id: str, started_at: str) -> None:
+    def start_run(self, run_id: str, started_at: str, *, owner: str | None = None) -> None:
+        """Record a run as running; ``owner`` is the run-lock holder (see
+        :meth:`close_orphan_runs`)."""
         with self.write():
             self.db.table("runs").insert(
-                {"run_id": run_id, "started_at": started_at, "status": "running"}, pk="run_id"
+                {"run_id": run_id, "started_at": started_at, "status": "running", "owner": owner},
+                pk="run_id",
             )
+
+    def interrupted_runs(self, limit: int = 5) -> list[dict[str, Any]]:
+        """The latest runs closed as "interrupted" (their process died mid-run)."""
+        sql = (
+            "select run_id, started_at, finished_at, owner from runs "
+            "where status = 'interrupted' order by started_at desc limit ?"
+        )
+        return list(self.db.query(sql, [limit]))
 
     def finish_run(
         self, run_id: str, *, finished_at: str, ok: bool, counters: dict, sources: dict
@@ -1179,6 +1358,17 @@ def _stored_chunk(row: dict[str, Any]) -> StoredChunk:
 
 def _json_or_none(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    return True
 
 
 def _utc_now() -> str:

@@ -73,7 +73,8 @@ from ragsync.politeness import HostGate, HostPaused, PoliteFetcher
 from ragsync.progress import LogProgress, Progress
 from ragsync.protocols import VectorStore
 from ragsync.registry import source_class, store_class
-from ragsync.robots import RobotsPolicy
+from ragsync.robots import RobotsPolicy, decode_robots
+from ragsync.runlock import RunLock
 from ragsync.schedule import next_interval, next_source_run
 from ragsync.state import StateDB
 from ragsync.urls import canonical_url, host_of, in_scope
@@ -91,6 +92,7 @@ PageKind = Literal[
     "unchanged",
     "changed",
     "moved_only",  # its content is handled by the page of its target record
+    "moving",  # a permanent redirect not yet confirmed: evidence only, content kept
     "deleted",  # the source says the record is deleted (authoritative)
 ]
 JOURNAL_BATCH = 256
@@ -135,6 +137,7 @@ class _Page:
     prunable: bool = False  # … and the source's policy counts that as missing evidence
     moved_to: str | None = None  # canonical URL it redirects to / declares (rel=canonical)
     moved_from: dict[str, Any] | None = None  # the record it came from, retired at commit
+    move_step: tuple[int, float] = (0, 0.0)  # "moving": (observations, since) of the move
     kind: PageKind = "error"
     verdict: str | None = None  # see ragsync.policy.classify; "parse_failure" after extraction
     pause_until: float | None = None  # Unix time the host is paused until (Retry-After etc.)
@@ -190,8 +193,12 @@ class Syncer:
         self.clock = clock or (lambda: datetime.now(UTC))
         self._random = random.Random()
         self.progress: Progress = progress or LogProgress()
-        # Set by ragsync.worker.Worker: a named lease as a context manager yielding "held".
+        # One pass at a time per state DB, across processes (README "Run lock").
+        self.run_lock = RunLock(self.state)
+        # Set by ragsync.worker.Worker: a named lease as a context manager yielding "held",
+        # and a claim on a page another worker may be checking (source id, doc key) -> taken.
         self.journal_lease: Callable[[str], AbstractContextManager[bool]] | None = None
+        self.claim_page: Callable[[str, str], bool] | None = None
 
     @classmethod
     def from_config(cls, path: str | Path = "ragsync.toml", **kwargs: Any) -> Syncer:
@@ -251,6 +258,7 @@ class Syncer:
         source: str | None = None,
         revalidate_all: bool = False,
         targeted_only: bool = False,
+        wait: bool = False,
     ) -> SyncResult:
         """One sync pass: replay the journal, then revalidate every source's pages.
 
@@ -259,11 +267,22 @@ class Syncer:
             revalidate_all: also request pages held back (retry not yet due, dead letter,
                 needs attention).
             targeted_only: only drain the targeted queue (webhooks, `resync`).
+            wait: when another process holds the state (a pass, or workers), wait for it
+                instead of raising ``RunLocked``.
 
         Returns:
             The run report; ``ok`` is False when some page or discovery step failed.
+
+        Raises:
+            RunLocked: another process holds the state and ``wait`` is False.
         """
         sources = [self.config.source(source)] if source else list(self.config.sources)
+        with self.run_lock.held(wait=wait):
+            return self._run(sources, revalidate_all=revalidate_all, targeted_only=targeted_only)
+
+    def _run(
+        self, sources: list[SourceConfig], *, revalidate_all: bool, targeted_only: bool
+    ) -> SyncResult:
         result = self._start_run()
         plain = Fetcher(self.config.fetch, transport=self._transport)
         gate = HostGate(
@@ -378,7 +397,7 @@ class Syncer:
         replays the journal first."""
         stop = stop or threading.Event()
         while not stop.is_set():
-            self.run()
+            self.run(wait=True)  # a `ragsync run` in progress: take the next turn
             next_due = self.state.next_due()
             wait = max_sleep
             if next_due:
@@ -397,6 +416,7 @@ class Syncer:
         else:
             known.ok = known.ok and outcome.ok
             known.errors.extend(outcome.errors)
+            known.incomplete.extend(outcome.incomplete)
             known.counters.add(outcome.counters)
         result.counters.add(outcome.counters)
 
@@ -454,11 +474,15 @@ class Syncer:
         hosts = {host_of(canonical_url(seed)) for seed in seeds if seed}
         return not hosts or host_of(url) in hosts
 
-    def resync(self, urls: Sequence[str], *, source: str | None = None) -> SyncResult:
+    def resync(
+        self, urls: Sequence[str], *, source: str | None = None, wait: bool = False
+    ) -> SyncResult:
         """Re-sync these URLs now, through the same queue the webhook receiver fills.
 
         Raises:
             ValueError: a URL lies outside every source's scope (or ``source``'s).
+            RunLocked: another process holds the state (the URLs stay queued for its next
+                pass) and ``wait`` is False.
         """
         candidates = [self.config.source(source)] if source else list(self.config.sources)
         plan: dict[str, list[str]] = defaultdict(list)
@@ -476,19 +500,20 @@ class Syncer:
         now = iso(self.clock())
         for source_id, found in plan.items():
             self.state.enqueue_targets(source_id, found, reason="resync", at=now)
-        return self.run(targeted_only=True)
+        return self.run(targeted_only=True, wait=wait)
 
     async def aresync(self, urls: Sequence[str], *, source: str | None = None) -> SyncResult:
         """:meth:`resync` in a worker thread (see :meth:`arun`)."""
         return await asyncio.to_thread(self.resync, urls, source=source)
 
-    def _start_run(self, tag: str = "") -> SyncResult:
-        """A new run report, recorded as running (``tag`` marks a worker's runs)."""
+    def _start_run(self, tag: str = "", *, owner: str | None = None) -> SyncResult:
+        """A new run report, recorded as running (``tag`` marks a worker's runs) under the
+        run-lock holder ``owner`` (this syncer's lock by default)."""
         started = self.clock()
         result = SyncResult(
             run_id=f"{started:%Y%m%dT%H%M%S}-{tag}{uuid.uuid4().hex[:8]}", started_at=iso(started)
         )
-        self.state.start_run(result.run_id, result.started_at)
+        self.state.start_run(result.run_id, result.started_at, owner=owner or self.run_lock.owner)
         return result
 
     def _list_source(
@@ -506,7 +531,7 @@ class Syncer:
         outcome = self._sync_source(source, fetcher, result.run_id, revalidate_all, enqueue=enqueue)
         self._merge(result, source.id, outcome)
         due = next_source_run(begun, every=source.every, cron=source.cron)
-        self.state.record_source_run(source.id, iso(begun), iso(due))
+        self.state.record_source_run(source.id, iso(begun), iso(due), incomplete=outcome.incomplete)
 
     def _finish_run(self, result: SyncResult) -> None:
         result.finished_at = iso(self.clock())
@@ -548,6 +573,10 @@ class Syncer:
             print(result.counters.chunks_embedded, "texts embedded")
         """
         sources = [self.config.source(source)] if source else list(self.config.sources)
+        with self.run_lock.held():
+            return self._reindex(sources, same_collection=same_collection)
+
+    def _reindex(self, sources: list[SourceConfig], *, same_collection: bool) -> SyncResult:
         started = self.clock()
         result = SyncResult(
             run_id=f"reindex-{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}",
@@ -557,7 +586,7 @@ class Syncer:
             self.state.record_collection(
                 self.config.store.collection, self.model_id, self.embedder.dimension, iso(started)
             )
-        self.state.start_run(result.run_id, result.started_at)
+        self.state.start_run(result.run_id, result.started_at, owner=self.run_lock.owner)
         try:
             result.counters.journal_replayed = self._apply_journal(result.counters)
             for source_config in sources:
@@ -715,6 +744,8 @@ class Syncer:
                 "needs_attention": lists["attention"],
                 "refused": lists["refused"],
                 "oldest_check": self.state.oldest_check(source.id),
+                # The last listing: complete, or why not (then it proved no page gone).
+                "listing": self.state.listing(source.id),
             }
             polls = self.state.polls(source.id)
             if polls:
@@ -749,10 +780,13 @@ class Syncer:
                 "run_id": last["run_id"],
                 "started_at": last["started_at"],
                 "finished_at": last["finished_at"],
+                "status": last["status"],
                 "ok": bool(last["ok"]),
                 "counters": json.loads(last["counters"] or "{}"),
             },
             "pending_journal": self.state.pending_count(),
+            # Runs whose process died mid-run (closed by the next run or worker).
+            "interrupted_runs": self.state.interrupted_runs(),
             # Workers: pages queued for any worker, and who holds what right now.
             "work_queue": self.state.work_depth(),
             "leases": self.state.live_leases(now),
@@ -782,6 +816,12 @@ class Syncer:
             report = syncer.verify(repair=True)
             print(report.to_dict())
         """
+        if repair:
+            with self.run_lock.held():
+                return self._verify(repair=True)
+        return self._verify(repair=False)
+
+    def _verify(self, *, repair: bool) -> VerifyReport:
         try:
             pending = self.state.pending_count()
             if repair and pending:
@@ -881,7 +921,7 @@ class Syncer:
         listing = getattr(connector, "listing", "complete")
         prunable = source.prune_unlisted and listing == "complete"
         robots = RobotsPolicy(
-            lambda url: ctx.get_parsed(url, lambda body: body.decode("utf-8", "replace")),
+            lambda url: ctx.get_parsed(url, decode_robots),
             self.config.fetch.user_agent,
         )
         robots_lock = threading.Lock()
@@ -894,6 +934,8 @@ class Syncer:
                 return robots.allowed(url)
 
         def prepare(item: tuple[str, Candidate, bool, dict[str, Any] | None]) -> _Page:
+            """Fetch, extract and chunk one page (on a fetch thread); any failure is the
+            page's recorded outcome."""
             doc_key, candidate, unlisted, document = item
             page = _Page(
                 doc_key,
@@ -903,23 +945,30 @@ class Syncer:
                 unlisted=unlisted,
                 prunable=unlisted and prunable,
             )
-            if candidate.content is not None or candidate.deleted:
-                self._prepare_record(page)  # API records carry their content: no fetch
-                return page
-            if not allowed(page.url):
-                unreachable = robots.unreachable(page.url)
-                if unreachable:  # not a rule: the host could not be asked; retry later
-                    page.reason, page.transient = unreachable, True
-                else:
-                    page.kind = "disallowed"
-                return page
             try:
+                if candidate.content is not None or candidate.deleted:
+                    self._prepare_record(page)  # API records carry their content: no fetch
+                    return page
+                if not allowed(page.url):
+                    unreachable = robots.unreachable(page.url)
+                    if unreachable:  # not a rule: the host could not be asked; retry later
+                        page.reason, page.transient = unreachable, True
+                    else:
+                        page.kind = "disallowed"
+                    return page
                 self._prepare(page, fetcher, source)
             except HostPaused as paused:
                 page.kind, page.reason = "deferred", str(paused)
+            except Exception as exc:  # one page's bad input ends that page, never the run
+                log.debug("%s: unexpected error", page.url, exc_info=True)
+                page.kind, page.transient, page.extracted, page.chunks = "error", False, None, []
+                page.verdict = None
+                page.reason = f"internal error: {type(exc).__name__}: {exc}"
             return page
 
         def check(work: list[tuple[str, Candidate, bool]], *, due_already: bool = False) -> None:
+            """Check (or, for workers, queue) ``(key, candidate, unlisted)`` items: an
+            unlisted one is a known page a *complete* listing left out."""
             if not revalidate_all and not due_already:
                 now = iso(self.clock())
                 held = self.state.held_back(source.id, now)
@@ -944,6 +993,11 @@ class Syncer:
                 self._commit_pages(source, pages, outcome, run_id)
                 # A listed URL that moved lists its target: not to be verified as unlisted.
                 seen.update(p.doc_key for p in pages if p.moved_from is not None and not p.unlisted)
+                seen.update(
+                    f"{source.id}:{p.moved_to}"
+                    for p in pages
+                    if p.kind == "moving" and not p.unlisted
+                )
                 self.progress.pages(source.id, start + len(batch), len(work))
 
         window = max(WINDOW_PAGES, self.config.fetch.concurrency * 2)
@@ -967,15 +1021,43 @@ class Syncer:
                     ]
                 )
                 return outcome
-            found_items = connector.discover(ctx)
+            found_items = self._guarded(connector.discover(ctx), ctx, source)
             for listed, checkpoint in self._discover(source, found_items, ctx, seen, info):
                 counters.candidates_discovered += len(listed)
                 check([(key, cand, False) for key, cand in listed])
                 if checkpoint is not None:  # only now: everything it covers is committed
                     self.state.save_checkpoint(source.id, checkpoint.value, iso(self.clock()))
-            if listing != "changes":
-                check([(key, cand, True) for key, cand in self._unlisted(source, seen)])
+            outcome.incomplete = list(ctx.incomplete_reasons)
+            if outcome.incomplete:
+                counters.listings_incomplete += 1
+            if listing == "changes":
+                return outcome
+            # Only a complete listing is evidence that a page it left out is gone. After an
+            # incomplete one, the pages it did not list are checked on their own schedule, as
+            # any page, and keep their state (README "Deletion safety").
+            complete = not outcome.incomplete
+            check([(key, cand, complete) for key, cand in self._unlisted(source, seen)])
         return outcome
+
+    @staticmethod
+    def _guarded(
+        found: Iterator[Candidate | Checkpoint], ctx: DiscoveryContext, source: SourceConfig
+    ) -> Iterator[Candidate | Checkpoint]:
+        """The connector's listing, bounded by ``max_urls``; an exception inside the
+        connector (hostile input, a bug) ends this source's listing as incomplete instead of
+        the run."""
+        listed = 0
+        try:
+            for item in found:
+                if not isinstance(item, Checkpoint):
+                    listed += 1
+                    if listed > source.max_urls:
+                        ctx.incomplete(f"listing cut at max_urls={source.max_urls} URLs")
+                        return
+                yield item
+        except Exception as exc:
+            log.debug("discovery of source %s failed", source.id, exc_info=True)
+            ctx.incomplete(f"discovery failed: {type(exc).__name__}: {exc}")
 
     def _discover(
         self,
@@ -1006,9 +1088,13 @@ class Syncer:
         """Canonical, in-scope, de-duplicated candidates; newest ``lastmod`` first.
 
         A URL known to redirect (an alias) stands for its target record, so a renamed page is
-        requested once, at its new URL.
+        requested once, at its new URL — until the alias is due for re-verification
+        (``max_interval`` after it was last confirmed): then the URL itself is requested, and
+        if it serves its own page again its record comes back.
         """
-        aliases = self.state.aliases(source.id)
+        aliases = self.state.alias_checks(source.id)
+        stale = iso(self.clock() - timedelta(seconds=source.max_interval))
+        reverify: list[str] = []
         unique: dict[str, Candidate] = {}
         for candidate in found:
             if candidate.record_id is not None:  # an API record: the provider's id is the key
@@ -1026,12 +1112,19 @@ class Syncer:
                 continue
             key = f"{source.id}:{url}"
             if key in aliases:
-                key = aliases[key]
-                url = key.split(":", 1)[1]
+                target, verified_at = aliases[key]
+                if verified_at > stale:
+                    key = target
+                    url = key.split(":", 1)[1]
+                elif key not in seen:
+                    reverify.append(key)
+                    info.pop(key, None)  # due now, whatever its tombstone's schedule says
             if key in seen:
                 continue
             seen.add(key)
             unique[key] = Candidate(url=url, lastmod=candidate.lastmod, priority=candidate.priority)
+        if reverify:  # requested in this pass: confirmed again, or restored
+            self.state.verify_aliases(reverify, iso(self.clock()))
 
         # Work order: new pages and pages whose lastmod moved first (lastmod is a hint for
         # ordering only: every listed page is revalidated all the same), then newest lastmod.
@@ -1096,7 +1189,11 @@ class Syncer:
         page.conditional = bool(etag or last_modified)
         page.requested = True
         try:
-            response = fetcher.get(page.url, etag=etag, last_modified=last_modified)
+            # A temporary redirect is not followed: the page keeps its content and is retried
+            # (README "Deletion safety"); permanent ones are followed and recorded.
+            response = fetcher.get(
+                page.url, etag=etag, last_modified=last_modified, follow_temporary=False
+            )
         except FetchError as exc:
             page.reason, page.transient = exc.reason, exc.transient
             return
@@ -1107,6 +1204,13 @@ class Syncer:
         page.verdict = verdict
         if verdict == "missing":
             page.kind = "missing"
+            return
+        if verdict == "temporary_redirect":
+            page.transient = True
+            page.reason = (
+                f"temporary redirect (HTTP {response.status}) to {response.location}; "
+                "the indexed content is kept"
+            )
             return
         if verdict in ("content", "not_modified") and ":id:" not in page.doc_key:
             identity = self._identity(source, response)
@@ -1155,8 +1259,9 @@ class Syncer:
         self, source: SourceConfig, pages: Sequence[_Page], outcome: SourceOutcome, run_id: str
     ) -> None:
         counters = outcome.counters
-        now = iso(self.clock())
-        self._resolve_moves(source, pages)
+        moment = self.clock()
+        now = iso(moment)
+        self._resolve_moves(source, pages, moment.timestamp())
         plans = {}
         for page in pages:
             if page.kind == "changed":
@@ -1176,11 +1281,16 @@ class Syncer:
                 and page.moved_from is None  # an unlisted URL that redirects has moved
                 and page.kind in ("not_modified", "unchanged", "changed")
             ):
+                if page.kind == "changed":  # served and edited: fresh until it is pruned
+                    stored, plan = plans[page.doc_key]
+                    self._commit_changed(source, page, stored, plan, now, run_id, counters)
                 self._record_missing(
                     source, page, "no longer listed by the source", now, run_id, counters
                 )
             elif page.kind == "missing":
                 self._record_missing(source, page, page.reason, now, run_id, counters)
+            elif page.kind == "moving":
+                self._record_moving(source, page, now, counters)
             elif page.kind in ("not_modified", "unchanged"):
                 fields = {
                     "lastmod_hint": page.candidate.lastmod,
@@ -1200,12 +1310,16 @@ class Syncer:
         log.debug("committed %d pages; applying the journal", len(pages))
         self._apply_journal(counters)
 
-    def _resolve_moves(self, source: SourceConfig, pages: Sequence[_Page]) -> None:
-        """Re-key pages that redirect (or declare rel=canonical) to their target record.
+    def _resolve_moves(self, source: SourceConfig, pages: Sequence[_Page], moment: float) -> None:
+        """Re-key pages that redirect permanently (or declare rel=canonical) to their target
+        record, once the move is confirmed.
 
-        The target gets the content (re-chunked under its own key: vectors come from the
-        cache); the old record is retired after the commit and kept as an alias, so a renamed
-        page moves instead of staying indexed twice.
+        A move is confirmed by the missing-page rule (``missing_confirmations`` observations
+        spanning ``missing_grace``); until then the page is "moving": its record keeps its
+        content and points, and only the evidence is recorded. A URL with no indexed content
+        moves at once. A confirmed move gives the target the content (re-chunked under its own
+        key: vectors come from the cache); the old record is retired after the commit and kept
+        as an alias, so a renamed page moves instead of staying indexed twice.
         """
         taken = {p.doc_key for p in pages if not p.moved_to}
         for page in pages:
@@ -1213,6 +1327,23 @@ class Syncer:
                 continue
             old = page.document
             target_key = f"{source.id}:{page.moved_to}"
+            if old is not None and old["status"] != "tombstoned":
+                count, since, confirmed = missing_step(
+                    old["missing_count"] or 0,
+                    _epoch(old["missing_since"]),
+                    moment,
+                    confirmations=source.missing_confirmations,
+                    grace=source.missing_grace,
+                )
+                if not confirmed:
+                    page.kind, page.move_step = "moving", (count, since)
+                    continue
+            if self.claim_page is not None and not self.claim_page(source.id, target_key):
+                # Another worker holds the target's page: it commits the content; this one
+                # only retires the old record (README "Scaling out").
+                page.moved_from = old or {"doc_key": page.doc_key, "canonical_url": page.url}
+                page.doc_key, page.url, page.kind = target_key, page.moved_to, "moved_only"
+                continue
             page.moved_from = old or {"doc_key": page.doc_key, "canonical_url": page.url}
             page.doc_key, page.url = target_key, page.moved_to
             page.document = target = self.state.document(target_key)
@@ -1239,6 +1370,33 @@ class Syncer:
             page.chunks = page.chunks or self.chunker.chunk(extracted.markdown)
             page.kind = "changed"
 
+    def _record_moving(
+        self, source: SourceConfig, page: _Page, now: str, counters: Counters
+    ) -> None:
+        """Evidence of a permanent move not yet confirmed: the record keeps its content and
+        points (suspected missing from its URL) until the move is confirmed."""
+        document = page.document
+        assert document is not None
+        count, since = page.move_step
+        reason = f"redirects permanently to {page.moved_to}"
+        evidence = json.loads(document["missing_evidence"] or "[]")
+        evidence = [*evidence, {"at": now, "status": page.status, "reason": reason}][-20:]
+        self.state.record_missing(
+            page.doc_key,
+            count=count,
+            since=iso(datetime.fromtimestamp(since, UTC)),
+            evidence=evidence,
+            at=now,
+        )
+        counters.moves_suspected += 1
+        log.info(
+            "%s: %s (move %d/%d, content kept)",
+            page.url,
+            reason,
+            count,
+            source.missing_confirmations,
+        )
+
     def _retire_moved(
         self, source: SourceConfig, page: _Page, now: str, run_id: str, counters: Counters
     ) -> None:
@@ -1250,12 +1408,17 @@ class Syncer:
             "doc_key": page.doc_key,
             "url": old["canonical_url"],
             "at": now,
+            "verified_at": now,
         }
-        counters.records_moved += 1
-        if "status" not in old or old["status"] == "tombstoned":
+        if old.get("status") == "tombstoned":  # an alias confirmed again, or a late move
             self.state.add_alias(alias)
             return
-        evidence = [{"at": now, "status": page.status, "reason": f"moved to {page.url}"}]
+        counters.records_moved += 1
+        if "status" not in old:  # a URL never indexed under its own key
+            self.state.add_alias(alias)
+            return
+        evidence = json.loads(old["missing_evidence"] or "[]")
+        evidence = [*evidence, {"at": now, "status": page.status, "reason": f"moved to {page.url}"}]
         self._tombstone(
             source, old, f"moved to {page.url}", evidence, now, run_id, counters, aliases=[alias]
         )
@@ -1402,10 +1565,8 @@ class Syncer:
             )
         if before is None:
             change_type = "created"
-            counters.documents_created += 1
         else:
             change_type = "restored" if before["status"] == "tombstoned" else "updated"
-            counters.documents_updated += 1
         change = {
             "run_id": run_id,
             "doc_key": page.doc_key,
@@ -1434,7 +1595,22 @@ class Syncer:
                 "raw_hash": page.raw_hash,
                 "fetched_at": now,
             }
-        self.state.commit_document(document, stored, ops, change, events=events, raw_body=raw_body)
+        # Committed concurrently by another worker (the target of a move it was checking)?
+        # Then its change row and events stand, and this one is not written twice.
+        fresh = before is None or before["content_hash"] != extracted.content_hash
+        committed = self.state.commit_document(
+            document,
+            stored,
+            ops,
+            change,
+            events=events,
+            raw_body=raw_body,
+            unless_hash=extracted.content_hash if fresh else None,
+        )
+        if committed and before is None:
+            counters.documents_created += 1
+        elif committed:
+            counters.documents_updated += 1
 
     def _record_failure(
         self, source: SourceConfig, page: _Page, now: str, outcome: SourceOutcome
@@ -1449,6 +1625,15 @@ class Syncer:
             counters.responses_429 += 1
             state = "retrying"  # rate limits never send a page to the dead letter
             retry_at = page.pause_until or self.clock().timestamp() + fetch.retry_base
+        elif page.verdict == "temporary_redirect":
+            # A server saying "elsewhere, for now" (a maintenance window): never the dead
+            # letter, and never a move; the page is asked again with backoff.
+            counters.temporary_redirects += 1
+            state = "retrying"
+            delay = retry_delay(
+                attempts, base=fetch.retry_base, cap=fetch.retry_cap, draw=self._random.random()
+            )
+            retry_at = self.clock().timestamp() + delay
         elif page.verdict == "needs_attention":
             counters.fetch_errors += 1
             state = "attention"  # 401/403: no blind retry; `run --all` tries again

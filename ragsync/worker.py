@@ -40,6 +40,7 @@ from ragsync.errors import ConfigError
 from ragsync.fetch import Fetcher
 from ragsync.models import SyncResult, work_candidate
 from ragsync.politeness import PoliteFetcher, SharedHostGate
+from ragsync.runlock import RunLock, RunLocked
 from ragsync.sync import EVENTS_DEADLINE, WINDOW_PAGES, Syncer, iso
 
 log = logging.getLogger("ragsync.worker")
@@ -80,7 +81,11 @@ class Worker:
         self.batch = batch
         self.poll = poll
         self._events: Any = None
+        self._extra_claims: list[str] = []
         syncer.journal_lease = self.holding
+        syncer.claim_page = self.claim_page
+        # Workers share the state with each other, never with a pass (README "Run lock").
+        self.run_lock = RunLock(self.state, owner=self.id, shared=True, lease=lease)
 
     # -- leases -----------------------------------------------------------------------------
 
@@ -95,6 +100,22 @@ class Worker:
             if held:
                 self.state.release_lease(name, self.id)
 
+    def claim_page(self, source_id: str, doc_key: str) -> bool:
+        """Claim a page outside the claimed batch (a move's target) until the batch ends;
+        False when another worker holds it."""
+        now = time.time()
+        if not self.state.claim_page(
+            doc_key,
+            source_id,
+            self.id,
+            now=now,
+            until=now + self.lease,
+            at=iso(self.syncer.clock()),
+        ):
+            return False
+        self._extra_claims.append(doc_key)
+        return True
+
     def _heartbeat(self, stop: threading.Event) -> None:
         while not stop.wait(self.lease / 3):
             try:
@@ -108,6 +129,17 @@ class Worker:
         """Work until ``stop`` is set — or, with ``until_idle``, until nothing is due, queued,
         claimed or pending anywhere. Returns the report of everything this worker did."""
         stop = stop or threading.Event()
+        try:
+            self.run_lock.acquire(wait=True, stop=stop)  # a pass holds the state: wait for it
+        except RunLocked:  # stopped while waiting: nothing was done
+            now = iso(self.syncer.clock())
+            return SyncResult(run_id=f"w-{self.id}", started_at=now, finished_at=now)
+        try:
+            return self._run(until_idle=until_idle, stop=stop)
+        finally:
+            self.run_lock.release()
+
+    def _run(self, *, until_idle: bool, stop: threading.Event) -> SyncResult:
         config = self.config
         plain = Fetcher(config.fetch, transport=self.syncer._transport)
         gate = SharedHostGate(
@@ -120,7 +152,7 @@ class Worker:
         )
         fetcher = PoliteFetcher(plain, gate, default_pause=config.fetch.retry_base)
         self._events = self.syncer._dispatcher()  # before any work: a bad secret fails fast
-        result = self.syncer._start_run("w")
+        result = self.syncer._start_run("w", owner=self.id)
         beating = threading.Event()
         heart = threading.Thread(target=self._heartbeat, args=(beating,), daemon=True)
         heart.start()
@@ -155,6 +187,7 @@ class Worker:
         claimed = self.state.claim_work(self.id, now=now, until=now + self.lease, limit=self.batch)
         if claimed:
             log.info("worker %s claimed %d pages", self.id, len(claimed))
+            self.state.close_orphan_runs(now)  # a dead worker's run, whose claims come back
             self._check_claimed(claimed, fetcher, result)
             busy = True
         if self.syncer._apply_journal(result.counters):
@@ -191,7 +224,8 @@ class Worker:
             pages = [work_candidate(row) for row in rows]
             outcome = self.syncer._sync_source(source, fetcher, result.run_id, False, claimed=pages)
             self.syncer._merge(result, source.id, outcome)
-        self.state.finish_work(self.id, [row["doc_key"] for row in claimed])
+        extra, self._extra_claims = self._extra_claims, []
+        self.state.finish_work(self.id, [row["doc_key"] for row in claimed] + extra)
 
     def idle(self) -> bool:
         """Nothing due, queued, claimed, pending or being listed anywhere."""

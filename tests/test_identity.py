@@ -1,5 +1,8 @@
 """Stable identity end to end: redirects move records, tracking variants and rel=canonical
-never create a second record (issue #3)."""
+never create a second record (issue #3).
+
+The moves here are confirmed by one observation (``missing_confirmations = 1``, no grace);
+tests/test_absence.py shows the default rule holding a move back until it is confirmed."""
 
 from __future__ import annotations
 
@@ -20,11 +23,14 @@ def points_by_url(syncer):
         syncer.store.close()
 
 
+MOVE_AT_ONCE = {"missing_confirmations": 1, "missing_grace": "0s"}
+
+
 def test_a_renamed_page_moves_its_record_and_points_without_reembedding(make_syncer, embedder):
     site = DevSite(example_pages(3))
     site.start()
     try:
-        syncer = make_syncer(site)
+        syncer = make_syncer(site, **MOVE_AT_ONCE)
         syncer.run()
         old_url, new_url = site.base_url + "/guide/page-1", site.base_url + "/guide/renamed"
         count = points_by_url(syncer)[old_url]
@@ -51,7 +57,7 @@ def test_a_sitemap_still_listing_the_old_url_follows_the_alias(make_syncer, embe
     site = DevSite(example_pages(2))
     site.start()
     try:
-        syncer = make_syncer(site)
+        syncer = make_syncer(site, **MOVE_AT_ONCE)
         syncer.run()
         page = site.pages["/guide/page-0"]
         site.set_page("/guide/moved", page.title, page.body)

@@ -237,9 +237,11 @@ def tails(folder: Path) -> dict[str, str]:
     return {log.name: log.read_text()[-1500:] for log in sorted(folder.glob("*.log"))}
 
 
-def index_and_state(state_url: str, db_url: str) -> tuple[Counter, set[str], set[str]]:
+def index_and_state(
+    state_url: str, db_url: str, collection: str = "workers"
+) -> tuple[Counter, set[str], set[str]]:
     """(point ids in the store with their count, chunk point ids in the state, doc keys)."""
-    store = PgVectorStore("workers", url=db_url)
+    store = PgVectorStore(collection, url=db_url)
     try:
         points = Counter(pid for pid, _, _ in store.points())
     finally:
@@ -352,3 +354,104 @@ def test_status_shows_the_work_queue_and_who_holds_what(tmp_path, site):
     assert "workers: 3 pages queued; leases: journal by host-a-12" in shown.stdout
     status = json.loads(ragsync_cli("status", "--json", config=config).stdout)
     assert (status["work_queue"], status["leases"]) == (3, {"journal": "host-a-12"})
+
+
+class CountingHashEmbedder(HashEmbedder):
+    """The embedding service's model, counting every text it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        with self._lock:
+            self.texts.update(texts)
+        return super().embed(texts)
+
+
+RENAME_CONFIG = (
+    CONFIG
+    + """missing_confirmations = 1
+missing_grace = "0s"
+
+[[events]]
+url = "http://127.0.0.1:9/closed"
+"""
+)
+
+
+def test_pages_renamed_during_a_pass_are_committed_and_embedded_once(tmp_path):
+    """Three workers; seven pages move (301) to new URLs with new text. The old URL (unlisted,
+    at the end of the queue) and the new one (listed first) are checked by different workers
+    at the same time: each new page gets one "created" row and one event, and exactly its new
+    texts are embedded, once each."""
+    pages = 200
+    renamed = set(range(3, pages, 29))  # seven pages, spread over the workers' batches
+    site = DevSite(
+        {
+            f"/p/{i}": page(f"Widget {i}", {f"About {i}": [sentences(f"widget {i}", 2)]})
+            for i in range(pages)
+        },
+        latency=0.01,
+    )
+    base = site.start()
+    model = CountingHashEmbedder()
+    embedding = EmbeddingServer(model)
+    name = tmp_path.name.lower()[:40].replace("-", "_")
+    state_url, db_url = postgres_database("r_" + name), postgres_database("rv_" + name)
+    config = tmp_path / "ragsync.toml"
+    config.write_text(
+        RENAME_CONFIG.format(
+            pg=db_url, embed=embedding.start(), site=base, per_host=4, concurrency=4
+        ).replace('collection = "workers"', 'collection = "renames"')
+    )
+    try:
+        first = [start_worker(config, f"a{n}", tmp_path / f"a{n}.log", state_url) for n in range(3)]
+        assert wait_all(first) == [0, 0, 0], tails(tmp_path)
+        for i in renamed:
+            site.set_page(
+                f"/q/{i}",
+                f"Gadget {i}",
+                page(f"Gadget {i}", {f"Using gadget {i}": [sentences(f"gadget {i}", 3)]})[1],
+            )
+            site.redirect(f"/p/{i}", f"/q/{i}")
+        state = StateDB(state_url)
+        long_ago = "2000-01-01T00:00:00Z"
+        state.record_source_run("docs", long_ago, long_ago)
+        with state.write():
+            state.db.execute("update documents set next_check_at = ?", [long_ago])
+        state.close()
+        model.texts.clear()
+        second = [
+            start_worker(config, f"b{n}", tmp_path / f"b{n}.log", state_url) for n in range(3)
+        ]
+        assert wait_all(second) == [0, 0, 0], tails(tmp_path)
+
+        state = StateDB(state_url)
+        try:
+            rows = Counter(
+                (row["url"].removeprefix(base), row["change_type"]) for row in state.changes()
+            )
+            events = Counter(
+                (row["doc_key"].removeprefix(f"docs:{base}"), row["type"]) for row in state.events()
+            )
+            new_texts = {
+                chunk.text for i in renamed for chunk in state.chunks(f"docs:{base}/q/{i}")
+            }
+            assert state.aliases("docs") == {
+                f"docs:{base}/p/{i}": f"docs:{base}/q/{i}" for i in renamed
+            }
+        finally:
+            state.close()
+        for i in renamed:
+            assert rows[(f"/q/{i}", "created")] == 1, rows
+            assert rows[(f"/p/{i}", "removed")] == 1, rows
+            assert events[(f"/q/{i}", "created")] == 1, events
+        assert set(model.texts) == new_texts and set(model.texts.values()) == {1}, model.texts
+        points, chunks, active = index_and_state(state_url, db_url, "renames")
+        assert set(points) == chunks and max(points.values()) == 1
+        assert len(active) == pages
+    finally:
+        embedding.stop()
+        site.stop()

@@ -1,0 +1,157 @@
+"""One run at a time per state DB (README "Run lock").
+
+A pass (`ragsync run`, `reindex`, `verify --repair`, `resync`, each pass of `serve`) holds the
+state's *exclusive* lock; each `ragsync worker` holds a *shared* one, so workers run side by side
+but never beside a pass. The lock is a lease row in the state DB itself, renewed by a heartbeat
+thread: a holder that dies stops renewing it and the lease runs out (``lease`` seconds), and a
+holder on this machine whose process is gone is released at once. Whoever takes the lock closes
+the run rows of holders that are gone as "interrupted".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ragsync.errors import StateError
+
+log = logging.getLogger("ragsync")
+
+RUN_LEASE = 60.0  # seconds a lock outlives its holder's last heartbeat
+
+
+class RunLocked(StateError):
+    """Another process holds the state: a pass (exclusive) or workers (shared).
+
+    ``holders`` lists them: ``{"name", "owner", "host", "pid", "started_at"}``.
+    """
+
+    def __init__(self, state_path: str, holders: list[dict[str, Any]]):
+        self.holders = holders
+        names = []
+        for holder in holders[:3]:
+            what = "workers" if holder["name"].startswith("worker:") else "a run"
+            where = f"pid {holder['pid']} on {holder['host']}" if holder["pid"] else holder["owner"]
+            names.append(f"{what} ({where}, since {holder['started_at']})")
+        more = f" and {len(holders) - 3} more" if len(holders) > 3 else ""
+        super().__init__(
+            f"{state_path}: held by {', '.join(names)}{more}; nothing was done "
+            "(wait for it, or use --wait)"
+        )
+
+
+def process_owner() -> str:
+    """An owner id naming this process: ``host:pid:random``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class RunLock:
+    """The exclusive (``shared=False``) or shared hold of one process on a state DB.
+
+    Args:
+        state: the :class:`~ragsync.state.StateDB`.
+        owner: the holder's id (workers pass theirs; default: host, pid and a random part).
+        shared: workers' mode: many shared holders at once, never beside an exclusive one.
+        lease: seconds the lock outlives a holder that stopped renewing it.
+        clock: Unix time (tests pin it).
+
+    Example::
+
+        with RunLock(syncer.state).held(wait=False):
+            ...   # raises RunLocked when another process holds the state
+    """
+
+    def __init__(
+        self,
+        state: Any,
+        *,
+        owner: str | None = None,
+        shared: bool = False,
+        lease: float = RUN_LEASE,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.state = state
+        self.owner = owner or process_owner()
+        self.shared = shared
+        self.lease = lease
+        self.clock = clock
+        self.name = f"worker:{self.owner}" if shared else "run"
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+        self._depth = 0
+
+    def acquire(
+        self, *, wait: bool = False, poll: float = 1.0, stop: threading.Event | None = None
+    ) -> None:
+        """Take the lock (re-entrant within this object).
+
+        Raises:
+            RunLocked: another process holds the state and ``wait`` is False (or ``stop`` was
+                set while waiting).
+        """
+        if self._depth:
+            self._depth += 1
+            return
+        announced = False
+        while True:
+            now = self.clock()
+            holders = self.state.take_run_lock(
+                self.name,
+                self.owner,
+                exclusive=not self.shared,
+                now=now,
+                until=now + self.lease,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+            )
+            if not holders:
+                break
+            if not wait or (stop is not None and stop.is_set()):
+                raise RunLocked(self.state.path, holders)
+            if not announced:
+                log.warning("%s; waiting", RunLocked(self.state.path, holders))
+                announced = True
+            if stop is not None:
+                stop.wait(poll)
+            else:
+                time.sleep(poll)
+        self._depth = 1
+        self._stop.clear()
+        self._beat = threading.Thread(target=self._heartbeat, name="ragsync-run-lock", daemon=True)
+        self._beat.start()
+
+    def release(self) -> None:
+        """Give the lock back (the outermost release of a re-entrant hold)."""
+        if not self._depth:
+            return
+        self._depth -= 1
+        if self._depth:
+            return
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join(timeout=5)
+            self._beat = None
+        self.state.release_lease(self.name, self.owner)
+
+    @contextlib.contextmanager
+    def held(self, *, wait: bool = False, stop: threading.Event | None = None) -> Iterator[RunLock]:
+        """``with lock.held(wait=...):`` acquire on entry, release on exit."""
+        self.acquire(wait=wait, stop=stop)
+        try:
+            yield self
+        finally:
+            self.release()
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.lease / 3):
+            try:
+                self.state.renew_lease(self.name, self.owner, self.clock() + self.lease)
+            except Exception:  # a busy or lost connection: the next beat tries again
+                log.exception("run lock: heartbeat failed")

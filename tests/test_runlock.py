@@ -1,0 +1,177 @@
+"""One run at a time per state (issue #15): a second pass exits at once (code 3) or waits
+(--wait), workers share the state with each other but never with a pass, and a lock left by a
+killed process is released, never deadlocked, its run row closed as "interrupted"."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import example_pages, page, ragsync_cli, sentences, state_table, state_target
+
+from ragsync.devsite import DevSite
+from ragsync.runlock import RunLock, RunLocked
+from ragsync.state import StateDB
+
+
+@pytest.fixture
+def two_handles(tmp_path):
+    """One state DB opened twice, as two processes would."""
+    target = state_target(tmp_path)
+    first, second = StateDB(target), StateDB(target)
+    yield first, second
+    first.close()
+    second.close()
+
+
+def test_a_pass_excludes_a_pass_and_workers_but_workers_share(two_handles):
+    one, two = two_handles
+    run = RunLock(one)
+    run.acquire()
+    with pytest.raises(RunLocked, match="held by a run"):
+        RunLock(two).acquire()
+    with pytest.raises(RunLocked):
+        RunLock(two, owner="w1", shared=True).acquire()
+    run.release()
+
+    worker_a, worker_b = (
+        RunLock(one, owner="wa", shared=True),
+        RunLock(two, owner="wb", shared=True),
+    )
+    worker_a.acquire()
+    worker_b.acquire()  # workers run side by side
+    with pytest.raises(RunLocked, match="workers"):
+        RunLock(two).acquire()
+    worker_a.release()
+    worker_b.release()
+    again = RunLock(two)
+    again.acquire()  # free again
+    again.release()
+
+
+def test_a_lock_whose_process_is_gone_or_whose_lease_ran_out_is_released(two_handles):
+    one, two = two_handles
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    now = time.time()
+    here = socket.gethostname()
+    taken = one.take_run_lock(
+        "run", "ghost", exclusive=True, now=now, until=now + 600, host=here, pid=dead.pid
+    )
+    assert taken == []
+    one.start_run("r-ghost", "2026-11-30T12:00:00.000000Z", owner="ghost")
+    lock = RunLock(two)
+    lock.acquire()  # at once: its process is gone from this machine
+    assert [r["run_id"] for r in two.interrupted_runs()] == ["r-ghost"]
+    lock.release()
+
+    # A holder on another machine: only its lease can tell, and it binds until it runs out.
+    taken = one.take_run_lock(
+        "run", "remote", exclusive=True, now=now, until=now + 600, host="elsewhere", pid=1
+    )
+    assert taken == []
+    with pytest.raises(RunLocked, match="elsewhere"):
+        RunLock(two).acquire()
+    later = RunLock(two, clock=lambda: time.time() + 601)
+    later.acquire()
+    later.release()
+
+
+def write_config(folder: Path, base: str) -> Path:
+    folder.mkdir(exist_ok=True)
+    ((key, value),) = state_table(folder).items()
+    path = folder / "ragsync.toml"
+    path.write_text(
+        f"[state]\n{key} = {json.dumps(value)}\n\n"
+        '[store]\npath = "qdrant"\ncollection = "lock"\n\n'
+        "[fetch]\nconcurrency = 4\n\n"
+        f'[[sources]]\nid = "docs"\nkind = "sitemap"\nevery = "0s"\n'
+        f'url = "{base}/sitemap.xml"\n'
+    )
+    return path
+
+
+def thirty_pages() -> dict[str, tuple[str, str]]:
+    return {
+        f"/doc/{i}": page(f"Topic {i}", {f"Part {i}": [sentences(f"topic {i}", 2)]})
+        for i in range(30)
+    }
+
+
+def start_run(config: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ragsync", "run", "--json", *extra, "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def changes_per_url(config: Path) -> Counter[str]:
+    state = StateDB(state_target(config.parent))
+    try:
+        return Counter(row["url"] for row in state.changes())
+    finally:
+        state.close()
+
+
+@pytest.mark.parametrize("wait", [False, True])
+def test_two_runs_started_together_never_interleave(tmp_path, wait):
+    site = DevSite(thirty_pages(), latency=0.02)
+    site.start()
+    try:
+        config = write_config(tmp_path / "c", site.base_url)
+        extra = ("--wait",) if wait else ()
+        runs = [start_run(config, *extra), start_run(config, *extra)]
+        outcomes = [(run.wait(timeout=300), *run.communicate()) for run in runs]
+        codes = sorted(code for code, _, _ in outcomes)
+        if wait:
+            assert codes == [0, 0], outcomes
+        else:
+            assert codes == [0, 3], outcomes
+            refused = next(err for code, _, err in outcomes if code == 3)
+            assert "held by a run" in refused and "nothing was done" in refused
+        bodies = Counter(hit.path for hit in site.hits if hit.status == 200)
+        assert all(bodies[f"/doc/{i}"] == 1 for i in range(30)), bodies
+        per_url = changes_per_url(config)
+        assert len(per_url) == 30 and set(per_url.values()) == {1}
+        verify = ragsync_cli("verify", "--json", config=config)
+        assert verify.returncode == 0, verify.stdout + verify.stderr
+    finally:
+        site.stop()
+
+
+def test_a_killed_run_is_closed_as_interrupted_and_its_lock_does_not_block(tmp_path):
+    site = DevSite(example_pages(12), latency=0.3)
+    site.start()
+    try:
+        config = write_config(tmp_path / "c", site.base_url)
+        victim = subprocess.Popen(
+            [sys.executable, "-m", "ragsync", "-v", "run", "--config", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.time() + 60
+        while not any(h.path.startswith("/guide/") for h in site.hits):
+            assert time.time() < deadline and victim.poll() is None
+            time.sleep(0.05)
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.wait()
+
+        began = time.time()
+        again = ragsync_cli("run", "--json", config=config)
+        assert again.returncode == 0, again.stderr
+        assert time.time() - began < 60  # never waited for the dead run's 60 s lease
+        status = json.loads(ragsync_cli("status", "--json", config=config).stdout)
+        assert len(status["interrupted_runs"]) == 1
+        assert status["last_run"]["status"] == "ok"
+    finally:
+        site.stop()
