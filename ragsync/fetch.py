@@ -64,6 +64,23 @@ def header_bytes(value: str) -> bytes:
         return value.encode("utf-8")
 
 
+class _UnusableLocation(Exception):
+    def __init__(self, status: int, reason: str):
+        self.status = status
+        super().__init__(reason)
+
+
+def _refuse_unparseable_location(response: httpx.Response) -> None:
+    """A response hook: httpx builds a redirect's next request even when it follows none, and
+    calls a Location it cannot parse a (transient) protocol error; for ragsync it is the
+    server's lasting mistake, refused like a missing Location."""
+    if response.has_redirect_location:
+        try:
+            httpx.URL(response.headers["Location"])
+        except httpx.InvalidURL as exc:
+            raise _UnusableLocation(response.status_code, str(exc)) from exc
+
+
 class Fetcher:
     """An httpx client with ragsync's limits and User-Agent.
 
@@ -81,6 +98,7 @@ class Fetcher:
             timeout=config.timeout,
             follow_redirects=False,
             transport=transport or DeadlineTransport(max_connections=config.concurrency),
+            event_hooks={"response": [_refuse_unparseable_location]},
         )
 
     def close(self) -> None:
@@ -179,6 +197,9 @@ class Fetcher:
                     body=bytes(body),
                     requested_url=url,
                 )
+        except _UnusableLocation as exc:
+            reason = f"HTTP {exc.status} from {target} without a usable Location ({exc})"
+            raise FetchError(url, reason, status=exc.status, transient=False) from exc
         except httpx.TimeoutException as exc:
             raise FetchError(
                 url, f"{timeout}{where} ({type(exc).__name__})", transient=True
