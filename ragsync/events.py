@@ -28,6 +28,8 @@ from ragsync.config import EventConfig, resolve_env
 from ragsync.errors import ConfigError
 from ragsync.policy import retry_after_seconds, retry_delay
 from ragsync.state import StateDB
+from ragsync.transport import DeadlineTransport
+from ragsync.transport import deadline as request_deadline
 
 log = logging.getLogger("ragsync")
 DIFF_EXCERPT = 2000
@@ -127,13 +129,21 @@ class Dispatcher:
         self.endpoints = {e.url: (e, signer(e, i)) for i, e in enumerate(endpoints)}
         self.now = now
         self.random = random.Random()
-        self.client = httpx.Client(transport=transport, follow_redirects=False)
+        self.client = httpx.Client(
+            transport=transport or DeadlineTransport(max_connections=4), follow_redirects=False
+        )
 
     def close(self) -> None:
         self.client.close()
 
     def deliver_due(self, deadline: float) -> int:
-        """Deliver what is due for up to ``deadline`` seconds; return how many arrived."""
+        """Deliver what is due for up to ``deadline`` seconds; return how many arrived.
+
+        Each delivery ends by ``min(its endpoint's timeout, time left of deadline)``, connect to
+        the last byte of the answer (:mod:`ragsync.transport`), so a receiver that answers a byte
+        at a time cannot hold the run. A delivery cut short by ``deadline`` (not by its own
+        timeout) is no failed attempt: the event stays pending and due.
+        """
         stop = self.now() + deadline
         delivered = 0
         while self.now() < stop:
@@ -164,15 +174,22 @@ class Dispatcher:
             headers["webhook-signature"] = webhook.sign(row["event_id"], moment, row["payload"])
         attempts = row["attempts"] + 1
         retry_after = None
+        limit = min(endpoint.timeout, budget)
         try:
-            response = self.client.post(
-                endpoint.url,
-                content=row["payload"].encode(),
-                headers=headers,
-                timeout=min(endpoint.timeout, max(budget, 0.5)),
-            )
+            with request_deadline(limit):
+                response = self.client.post(
+                    endpoint.url, content=row["payload"].encode(), headers=headers, timeout=limit
+                )
             status, error = response.status_code, f"HTTP {response.status_code}"
             retry_after = retry_after_seconds(response.headers.get("retry-after"), now)
+        except httpx.TimeoutException as exc:
+            if budget < endpoint.timeout:  # the run's delivery time is up, not the receiver's
+                log.info(
+                    "event %s to %s: delivery time up; next run", row["event_id"], endpoint.url
+                )
+                return 0
+            status = None
+            error = f"timeout: delivery over events timeout={endpoint.timeout:g}s ({exc!r})"
         except httpx.HTTPError as exc:
             status, error = None, f"network error: {exc}"
         if status is not None and 200 <= status < 300:

@@ -3,16 +3,82 @@
 The fetcher returns a :class:`~ragsync.models.Response` for every HTTP status (deciding what a
 status means is the sync policy's job) and raises :class:`~ragsync.errors.FetchError` only when
 no usable response came back: network errors and timeouts (transient), redirect loops,
-over-long redirect chains and bodies over ``max_body_bytes`` (terminal).
+over-long redirect chains, redirects without a usable ``Location`` and bodies over
+``max_body_bytes`` (terminal).
+
+``fetch.timeout`` bounds a whole :meth:`Fetcher.get`: every hop of a redirect chain, each with
+its connect, TLS handshake, request, headers and complete body, ends within it (see
+:mod:`ragsync.transport`). With an injected transport (tests pass ``httpx.MockTransport``) only
+the gaps between body pieces are checked.
+
+Redirects (RFC 9110 §15.4) are followed here, not inside httpx, so that every hop can pass the
+caller's politeness gate for its own host (``hop``) and the caller learns what kind of
+redirect it met (``Response.redirects``, and ``follow_temporary=False``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
 
 import httpx
 
 from ragsync.config import FetchConfig
 from ragsync.errors import FetchError
-from ragsync.models import Response
+from ragsync.models import REDIRECT_STATUSES, TEMPORARY_REDIRECTS, Response
+from ragsync.transport import DeadlineTransport, deadline, time_left
+
+Hop = Callable[[str, Callable[[], Response]], Response]
+"""Runs one hop of a request: called with the hop's URL and a function that sends it (and
+returns its response); returns that response. :class:`~ragsync.politeness.PoliteFetcher`
+passes one that holds the host's gate around the send."""
+
+
+def header_text(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """Response headers as ``{lowercase name: value}``, each value the latin-1 text of its raw
+    bytes: lossless, since a field value may hold obs-text bytes 0x80–0xFF (RFC 9110 §5.5), so
+    a validator goes back byte for byte (:func:`header_bytes`). Repeated fields are joined
+    with ", " (§5.3).
+
+    Example::
+
+        >>> header_text([(b"ETag", b'"\\xe9t\\xe9"'), (b"Vary", b"a"), (b"vary", b"b")])
+        {'etag': '"été"', 'vary': 'a, b'}
+    """
+    headers: dict[str, str] = {}
+    for name, value in raw:
+        key, text = name.decode("latin-1").lower(), value.decode("latin-1")
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+    return headers
+
+
+def header_bytes(value: str) -> bytes:
+    """The bytes of a stored header value (the inverse of :func:`header_text`).
+
+    Values stored before header values were kept as latin-1 text were decoded from UTF-8 by
+    httpx: one with a character past U+00FF goes back as UTF-8, its original bytes.
+    """
+    try:
+        return value.encode("latin-1")
+    except UnicodeEncodeError:
+        return value.encode("utf-8")
+
+
+class _UnusableLocation(Exception):
+    def __init__(self, status: int, reason: str):
+        self.status = status
+        super().__init__(reason)
+
+
+def _refuse_unparseable_location(response: httpx.Response) -> None:
+    """A response hook: httpx builds a redirect's next request even when it follows none, and
+    calls a Location it cannot parse a (transient) protocol error; for ragsync it is the
+    server's lasting mistake, refused like a missing Location."""
+    if response.has_redirect_location:
+        try:
+            httpx.URL(response.headers["Location"])
+        except httpx.InvalidURL as exc:
+            raise _UnusableLocation(response.status_code, str(exc)) from exc
 
 
 class Fetcher:
@@ -20,7 +86,9 @@ class Fetcher:
 
     Args:
         config: the ``[fetch]`` table.
-        transport: an httpx transport (tests pass ``httpx.MockTransport``).
+        transport: an httpx transport (tests pass ``httpx.MockTransport``); default a
+            :class:`~ragsync.transport.DeadlineTransport`, the one that enforces
+            ``fetch.timeout`` on every socket operation.
     """
 
     def __init__(self, config: FetchConfig, transport: httpx.BaseTransport | None = None):
@@ -28,31 +96,90 @@ class Fetcher:
         self.client = httpx.Client(
             headers={"User-Agent": config.user_agent},
             timeout=config.timeout,
-            follow_redirects=True,
-            max_redirects=config.max_redirects,
-            transport=transport,
-            limits=httpx.Limits(max_connections=config.concurrency),
+            follow_redirects=False,
+            transport=transport or DeadlineTransport(max_connections=config.concurrency),
+            event_hooks={"response": [_refuse_unparseable_location]},
         )
 
     def close(self) -> None:
         self.client.close()
 
     def get(
-        self, url: str, *, etag: str | None = None, last_modified: str | None = None
+        self,
+        url: str,
+        *,
+        etag: str | None = None,
+        last_modified: str | None = None,
+        follow_temporary: bool = True,
+        hop: Hop | None = None,
     ) -> Response:
-        """GET ``url``, conditionally when validators are given.
+        """GET ``url``, conditionally when validators are given, following redirects.
+
+        Args:
+            url: the URL to fetch.
+            etag / last_modified: validators of the copy held (sent on every hop).
+            follow_temporary: follow 302, 303 and 307; when False, such a response is returned
+                itself (``status`` 302…, ``url`` the URL that answered it, ``location`` its
+                target). 301 and 308 are always followed.
+            hop: runs each hop's request (see :data:`Hop`); default: send it at once.
+
+        Returns:
+            The final response; ``redirects`` lists the hops followed as
+            ``(status, url that answered it)``, ``requested_url`` is ``url``.
 
         Raises:
-            FetchError: no usable response (see the module docstring).
+            FetchError: no usable response (see the module docstring); a timeout names
+                ``fetch.timeout``.
         """
-        headers = {}
+        headers: dict[bytes, bytes] = {}
         if etag:
-            headers["If-None-Match"] = etag
+            headers[b"If-None-Match"] = header_bytes(etag)
         if last_modified:
-            headers["If-Modified-Since"] = last_modified
-        limit = self.config.max_body_bytes
+            headers[b"If-Modified-Since"] = header_bytes(last_modified)
+        followed: list[tuple[int, str]] = []
+        target = url
+        with deadline(self.config.timeout):
+            while True:
+                response = self._hop(url, target, headers, hop)
+                status = response.status
+                if status not in REDIRECT_STATUSES or (
+                    status in TEMPORARY_REDIRECTS and not follow_temporary
+                ):
+                    return replace(response, requested_url=url, redirects=tuple(followed))
+                followed.append((status, response.url))
+                target = self._next(url, response, followed)
+
+    def _next(self, url: str, response: Response, followed: list[tuple[int, str]]) -> str:
+        """The URL a redirect response sends the request on to."""
+        location = response.location
         try:
-            with self.client.stream("GET", url, headers=headers) as response:
+            target = str(httpx.URL(location)) if location else None
+        except httpx.InvalidURL:
+            target = None
+        if target is None:
+            reason = f"HTTP {response.status} from {response.url} without a usable Location"
+            raise FetchError(url, reason, status=response.status, transient=False)
+        limit = self.config.max_redirects
+        if len(followed) > limit or target in {hop_url for _, hop_url in followed}:
+            raise FetchError(url, f"redirect loop or chain over {limit}", transient=False)
+        return target
+
+    def _hop(self, url: str, target: str, headers: dict[bytes, bytes], hop: Hop | None) -> Response:
+        def send() -> Response:
+            return self._send(url, target, headers)
+
+        return hop(target, send) if hop is not None else send()
+
+    def _send(self, url: str, target: str, headers: dict[bytes, bytes]) -> Response:
+        """One request, no redirect followed, within the deadline of :meth:`get`."""
+        limit = self.config.max_body_bytes
+        timeout = f"timeout: whole request over fetch.timeout={self.config.timeout:g}s"
+        where = "" if target == url else f" (redirected to {target})"
+        try:
+            left = _left()
+            if left <= 0:
+                raise FetchError(url, timeout + where, transient=True)
+            with self.client.stream("GET", target, headers=headers, timeout=left) as response:
                 body = bytearray()
                 # iter_bytes() decodes gzip/deflate: counting decoded bytes also stops bombs.
                 for piece in response.iter_bytes():
@@ -61,22 +188,32 @@ class Fetcher:
                         raise FetchError(
                             url, f"body larger than max_body_bytes={limit}", transient=False
                         )
+                    if _left() <= 0:  # what the transport cannot see (decoding, a mock)
+                        raise FetchError(url, timeout + where, transient=True)
                 return Response(
                     url=str(response.url),
                     status=response.status_code,
-                    headers={k.lower(): v for k, v in response.headers.items()},
+                    headers=header_text(response.headers.raw),
                     body=bytes(body),
                     requested_url=url,
                 )
-        except httpx.TooManyRedirects as exc:
-            raise FetchError(
-                url, f"redirect loop or chain over {self.config.max_redirects}", transient=False
-            ) from exc
+        except _UnusableLocation as exc:
+            reason = f"HTTP {exc.status} from {target} without a usable Location ({exc})"
+            raise FetchError(url, reason, status=exc.status, transient=False) from exc
         except httpx.TimeoutException as exc:
-            raise FetchError(url, f"timeout ({type(exc).__name__})", transient=True) from exc
+            raise FetchError(
+                url, f"{timeout}{where} ({type(exc).__name__})", transient=True
+            ) from exc
         except httpx.DecodingError as exc:
-            raise FetchError(url, f"undecodable body: {exc}", transient=False) from exc
+            raise FetchError(url, f"undecodable body: {exc}{where}", transient=False) from exc
         except httpx.TransportError as exc:
-            raise FetchError(url, f"network error: {exc}", transient=True) from exc
+            raise FetchError(url, f"network error: {exc}{where}", transient=True) from exc
         except httpx.InvalidURL as exc:
-            raise FetchError(url, f"invalid URL: {exc}", transient=False) from exc
+            raise FetchError(url, f"invalid URL: {exc}{where}", transient=False) from exc
+
+
+def _left() -> float:
+    """Seconds left of the deadline :meth:`Fetcher.get` set."""
+    left = time_left()
+    assert left is not None, "only within Fetcher.get's deadline"
+    return left

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urljoin, urlsplit
 
 DocumentStatus = Literal["active", "suspected_missing", "tombstoned", "failing"]
 ChangeType = Literal["created", "updated", "removed", "restored"]
 OpKind = Literal["upsert", "delete", "set_payload"]
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})  # RFC 9110 §15.4 (with Location)
+TEMPORARY_REDIRECTS = frozenset({302, 303, 307})  # 301 and 308 are permanent
 
 
 @dataclass(frozen=True)
@@ -66,13 +71,43 @@ class Checkpoint:
 
 @dataclass(frozen=True)
 class Response:
-    """The part of an HTTP response the pipeline needs."""
+    """The part of an HTTP response the pipeline needs.
 
-    url: str  # final URL after redirects
+    ``headers`` maps lowercase names to the latin-1 text of the raw value bytes (lossless:
+    ``value.encode("latin-1")`` gives the bytes back). ``redirects`` lists the redirects
+    followed to get here, as ``(status, URL that answered with it)``, oldest first.
+    """
+
+    url: str  # final URL after redirects (for an unfollowed redirect: the URL that sent it)
     status: int
     headers: dict[str, str]
     body: bytes
     requested_url: str = ""
+    redirects: tuple[tuple[int, str], ...] = ()
+
+    @property
+    def location(self) -> str | None:
+        """Where a redirect (301, 302, 303, 307, 308) points: its ``Location`` resolved against
+        ``url`` (RFC 9110 §10.2.2), or None for another status or a missing, unparseable or
+        non-HTTP(S) Location.
+
+        Example::
+
+            >>> Response("https://x.org/a/b", 302, {"location": "../c"}, b"").location
+            'https://x.org/c'
+        """
+        value = self.headers.get("location", "").strip()
+        if self.status not in REDIRECT_STATUSES or not value:
+            return None
+        with suppress(UnicodeError):  # values are latin-1 text of their bytes; UTF-8 is common
+            value = value.encode("latin-1").decode("utf-8")
+        try:
+            target = urljoin(self.url, value)
+            parts = urlsplit(target)
+            parts.port  # noqa: B018 - raises ValueError on a port out of range
+        except ValueError:
+            return None
+        return target if parts.scheme in ("http", "https") and parts.hostname else None
 
     @property
     def etag(self) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Literal
@@ -74,36 +75,76 @@ def retry_delay(attempt: int, *, base: float, cap: float, draw: float) -> float:
     return draw * min(cap, base * 2 ** max(0, attempt - 1))
 
 
+MAX_PAUSE = 86_400.0
+"""The longest pause a header can ask for (one day): a ``Retry-After`` or a rate-limit reset
+further out (a typo, a year-9999 date, a huge number) pauses for a day, and the host is asked
+again after that, instead of never."""
+
+
 def retry_after_seconds(value: str | None, now: float) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (RFC 9110 §10.2.3): delta-seconds or an
-    HTTP-date. ``now`` is the current Unix time. None when absent or unparseable."""
+    """Seconds to wait from a ``Retry-After`` header (RFC 9110 §10.2.3), capped at
+    :data:`MAX_PAUSE`. ``now`` is the current Unix time.
+
+    The value is delta-seconds (``1*DIGIT``: ASCII digits only, RFC 9110 §10.2.3) or an
+    HTTP-date (§5.6.7; a date in the past means no wait). Anything else, or no header, gives
+    None: the caller's own backoff applies. Never raises.
+
+    Example::
+
+        >>> retry_after_seconds("120", 0.0)
+        120.0
+        >>> retry_after_seconds("Thu, 01 Jan 1970 00:01:30 GMT", 60.0)
+        30.0
+        >>> retry_after_seconds("\u00b2", 0.0) is None  # "²".isdigit() is True, but not DIGIT
+        True
+        >>> retry_after_seconds("9" * 40, 0.0)
+        86400.0
+    """
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    if value.isascii() and value.isdigit():
+        return min(float(value), MAX_PAUSE)
     try:
         moment = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        seconds = moment.timestamp() - now
+    # email.utils raises ValueError, OverflowError (a year past 9999), IndexError… on odd
+    # input; a header the server got wrong must never end a run.
+    except Exception:
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return max(0.0, moment.timestamp() - now)
+    return min(max(0.0, seconds), MAX_PAUSE)
 
 
 def rate_limit_pause(headers: dict[str, str], now: float) -> float | None:
-    """Seconds to pause a host when ``X-RateLimit-Remaining`` says the budget is spent.
+    """Seconds to pause a host when ``X-RateLimit-Remaining`` says the budget is spent
+    (None otherwise), capped at :data:`MAX_PAUSE`. Never raises.
 
     ``X-RateLimit-Reset`` is read as Unix time when it is larger than ``now``, else as seconds.
+    Only a finite ASCII number counts: a missing, unparseable, ``nan`` or ``inf`` reset is
+    treated as absent, which pauses for one second.
+
+    Example::
+
+        >>> rate_limit_pause({"x-ratelimit-remaining": "0", "x-ratelimit-reset": "30"}, 1e9)
+        30.0
+        >>> rate_limit_pause({"x-ratelimit-remaining": "0", "x-ratelimit-reset": "nan"}, 1e9)
+        1.0
     """
     remaining = headers.get("x-ratelimit-remaining", "").strip()
     if remaining != "0":
         return None
+    value = headers.get("x-ratelimit-reset", "").strip()
     try:
-        reset = float(headers.get("x-ratelimit-reset", "").strip())
+        # float() also takes non-ASCII digits ("١٢") and "nan"/"inf": neither is a reset time.
+        reset = float(value) if value.isascii() else math.nan
     except ValueError:
+        reset = math.nan
+    if not math.isfinite(reset):
         return 1.0
-    return max(0.0, reset - now) if reset > now else reset
+    seconds = reset - now if reset > now else reset
+    return min(max(0.0, seconds), MAX_PAUSE)
 
 
 def missing_step(

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ragsync.models import Response
 from ragsync.policy import rate_limit_pause, retry_after_seconds
 from ragsync.urls import host_of
 
@@ -104,7 +105,8 @@ class PoliteFetcher:
     can pause its host (``Retry-After`` on 429/503, a spent ``X-RateLimit`` budget).
 
     Args:
-        fetcher: the plain fetcher (anything with ``get(url, etag=, last_modified=)``).
+        fetcher: the plain fetcher (a :class:`~ragsync.fetch.Fetcher`, or anything whose
+            ``get`` takes the same keywords, ``hop`` included).
         gate: the host gate shared by all fetch threads of the run (or, for workers, by every
             process: :class:`SharedHostGate`).
         default_pause: seconds to pause a host after a 429 without ``Retry-After``.
@@ -117,11 +119,33 @@ class PoliteFetcher:
         self._lock = threading.Lock()
         self._new_pauses: dict[str, tuple[float, str]] = {}
 
-    def get(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Any:
-        """GET through the gate. Raises ``HostPaused`` or the fetcher's ``FetchError``."""
+    def get(
+        self,
+        url: str,
+        *,
+        etag: str | None = None,
+        last_modified: str | None = None,
+        follow_temporary: bool = True,
+    ) -> Response:
+        """GET through the gate: every hop of a redirect chain passes the gate of its own host
+        (see :meth:`ragsync.fetch.Fetcher.get` for the arguments).
+
+        Raises:
+            HostPaused: a hop's host is paused for longer than the gate waits.
+            FetchError: the fetcher's.
+        """
+        return self.fetcher.get(
+            url,
+            etag=etag,
+            last_modified=last_modified,
+            follow_temporary=follow_temporary,
+            hop=self._hop,
+        )
+
+    def _hop(self, url: str, send: Callable[[], Response]) -> Response:
         host = host_of(url)
         with self.gate.request(host):
-            response = self.fetcher.get(url, etag=etag, last_modified=last_modified)
+            response = send()
             # Registered before the slot is released, so no request of ours that starts after
             # this response can miss the pause. (Requests already in flight on other
             # connections to the host cannot be recalled: per_host_concurrency = 1 rules them out.)

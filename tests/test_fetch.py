@@ -6,6 +6,7 @@ import gzip
 
 import httpx
 import pytest
+from rawserver import RawServer, read_request
 
 from ragsync.config import FetchConfig
 from ragsync.errors import FetchError
@@ -128,3 +129,58 @@ def test_robots(robots_status, robots_body, allowed, disallowed):
     for path in disallowed:
         assert not robots.allowed("https://x.org" + path)
     assert calls == ["/robots.txt"]  # fetched once per host
+
+
+def test_validators_with_obs_text_go_back_byte_for_byte():
+    """RFC 9110 §8.8.3 / §5.5: an ETag may hold bytes 0x80-0xFF; the conditional request must
+    carry exactly those bytes (it used to die with UnicodeEncodeError on every later run)."""
+    etag = b'"\xe9t\xe9"'  # "été" in latin-1: not UTF-8
+    last_modified = b"Wed, 01 Jan 2026 00:00:00 GMT"
+    seen: list[bytes] = []
+
+    def origin(conn):
+        while head := read_request(conn):
+            seen.append(head)
+            if b"\r\nIf-None-Match: " + etag + b"\r\n" in head:
+                conn.sendall(b"HTTP/1.1 304 Not Modified\r\nETag: " + etag + b"\r\n\r\n")
+            else:
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nETag: "
+                    + etag
+                    + b"\r\nLast-Modified: "
+                    + last_modified
+                    + b"\r\nContent-Length: 8\r\n\r\n"
+                    + b"<p>x</p>"
+                )
+
+    server = RawServer(origin)
+    fetcher = Fetcher(FetchConfig(timeout=5))
+    try:
+        first = fetcher.get(server.url + "/a")
+        assert first.status == 200 and first.etag == '"\xe9t\xe9"'
+        again = fetcher.get(server.url + "/a", etag=first.etag, last_modified=first.last_modified)
+    finally:
+        fetcher.close()
+        server.stop()
+    assert again.status == 304
+    assert b"\r\nIf-None-Match: " + etag + b"\r\n" in seen[1]
+    assert b"\r\nIf-Modified-Since: " + last_modified + b"\r\n" in seen[1]
+
+
+@pytest.mark.parametrize(
+    ("stored", "sent"),
+    [
+        ('"v1"', b'"v1"'),
+        ('"\xe9t\xe9"', b'"\xe9t\xe9"'),  # latin-1 text of the raw bytes
+        ('"\u20ac"', '"\u20ac"'.encode()),  # stored by an older ragsync from UTF-8: its bytes
+    ],
+)
+def test_stored_validators_are_sent_as_their_bytes(stored, sent):
+    seen = {}
+
+    def handler(request):
+        seen["etag"] = dict(request.headers.raw)[b"If-None-Match"]
+        return httpx.Response(304)
+
+    fetcher_for(handler).get("https://x.org/a", etag=stored)
+    assert seen["etag"] == sent

@@ -40,6 +40,20 @@ NOW = 1_800_000_000.0
         ("", None),
         (None, None),
         ("-5", None),
+        # Never raises; anything but ASCII digits or an HTTP-date is None (default backoff).
+        ("\u00b2", None),  # "²".isdigit() is True: it used to raise ValueError
+        ("\u0661\u0662", None),  # Arabic-Indic digits are not DIGIT either
+        ("1.5", None),
+        ("1e3", None),
+        ("nan", None),
+        ("Sun, 06 Nov 99999999999 08:49:37 GMT", None),  # OverflowError inside email.utils
+        ("Sun, 06 Nov 1994 25:49:37 GMT", None),  # hour 25
+        ("Sun, 06 Nov 1994 08:49:37 +9999", None),
+        ("\x00", None),
+        # Capped at one day (MAX_PAUSE).
+        ("86401", 86400.0),
+        ("9" * 5000, 86400.0),
+        ("Fri, 31 Dec 9999 23:59:59 GMT", 86400.0),
     ],
 )
 def test_retry_after_both_forms(value, expected):
@@ -54,6 +68,16 @@ def test_retry_after_both_forms(value, expected):
         ({"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(NOW + 12)}, 12.0),
         ({"x-ratelimit-remaining": "0"}, 1.0),
         ({}, None),
+        # Finite ASCII numbers only: anything else is treated as absent (1 s).
+        ({"x-ratelimit-remaining": "0", "x-ratelimit-reset": "nan"}, 1.0),
+        ({"x-ratelimit-remaining": "0", "x-ratelimit-reset": "inf"}, 1.0),
+        ({"x-ratelimit-remaining": "0", "x-ratelimit-reset": "-inf"}, 1.0),
+        ({"x-ratelimit-remaining": "0", "x-ratelimit-reset": "\u0661\u0662"}, 1.0),
+        ({"x-ratelimit-remaining": "0", "x-ratelimit-reset": "soon"}, 1.0),
+        # Never negative, capped at one day.
+        ({"x-ratelimit-remaining": "0", "x-ratelimit-reset": "-5"}, 0.0),
+        ({"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1e300"}, 86400.0),
+        ({"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(NOW + 90_000)}, 86400.0),
     ],
 )
 def test_rate_limit_headers(headers, expected):

@@ -1,0 +1,275 @@
+"""The sockets under ragsync's HTTP clients: every operation ends by the request's deadline.
+
+httpx's timeouts bound each socket operation (one connect, one read, one write), so a server
+that sends a byte every few seconds keeps a request alive for ever. Here the caller sets a
+deadline for its thread (:func:`deadline`), and every socket operation of
+:class:`DeadlineTransport` — connect, TLS handshake, each write, each read — gets at most the time
+left before it, and raises a timeout once it has passed: the whole request (connect, sending,
+headers and the complete body) ends by the deadline.
+
+Sockets are opened in one place, :meth:`DeadlineBackend.connect_tcp`, which resolves the host
+itself (``socket.getaddrinfo``) and connects to each address in turn: the place to vet an address
+before connecting to it.
+
+Not bounded: name resolution (the system resolver has its own timeouts), and anything done by a
+transport other than :class:`DeadlineTransport` (tests inject ``httpx.MockTransport``, which has
+no sockets).
+
+Example::
+
+    client = httpx.Client(transport=DeadlineTransport(max_connections=8))
+    with deadline(30):
+        response = client.get("https://example.org/", timeout=30)
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import ssl
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import httpcore
+import httpx
+
+# Monotonic time by which the current thread's request must end (None: no deadline). A
+# ContextVar, not a field of the transport: each fetch thread runs one request at a time, while
+# pooled connections pass from thread to thread.
+_DEADLINE: ContextVar[float | None] = ContextVar("ragsync_request_deadline", default=None)
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Every socket operation of a :class:`DeadlineTransport` started in this block, in this
+    thread, ends within ``seconds`` from now (or by an enclosing block's deadline, if sooner)."""
+    end = time.monotonic() + seconds
+    outer = _DEADLINE.get()
+    token = _DEADLINE.set(end if outer is None else min(outer, end))
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def time_left() -> float | None:
+    """Seconds left before the current deadline (negative once passed), or None without one."""
+    end = _DEADLINE.get()
+    return None if end is None else end - time.monotonic()
+
+
+def _bounded(timeout: float | None, expired: type[Exception]) -> float | None:
+    """``timeout`` cut to the time left; raises ``expired`` once the deadline has passed."""
+    left = time_left()
+    if left is None:
+        return timeout
+    if left <= 0:
+        raise expired("deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+@contextmanager
+def _mapped(timed_out: type[Exception], failed: type[Exception]) -> Iterator[None]:
+    """Socket errors as the httpcore errors httpcore's own sync backend raises."""
+    try:
+        yield
+    except TimeoutError as exc:  # socket.timeout is TimeoutError since 3.10
+        raise timed_out(str(exc) or "timed out") from exc
+    except OSError as exc:  # ssl.SSLError too
+        raise failed(str(exc)) from exc
+
+
+def _readable(sock: socket.socket) -> bool:
+    """Whether an idle socket has something to read: the server closed it or broke protocol,
+    so the pool must not reuse it."""
+    if sock.fileno() < 0:
+        return True
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([sock], [], [], 0)[0])
+
+
+class DeadlineStream(httpcore.NetworkStream):
+    """A connected socket (plain or TLS) whose every operation ends by the thread's deadline."""
+
+    def __init__(self, sock: socket.socket):
+        self._sock = sock
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        with _mapped(httpcore.ReadTimeout, httpcore.ReadError):
+            self._sock.settimeout(_bounded(timeout, httpcore.ReadTimeout))
+            return self._sock.recv(max_bytes)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        with _mapped(httpcore.WriteTimeout, httpcore.WriteError):
+            view = memoryview(buffer)
+            while view:  # the time left is re-read before each send
+                self._sock.settimeout(_bounded(timeout, httpcore.WriteTimeout))
+                view = view[self._sock.send(view) :]
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        try:
+            with _mapped(httpcore.ConnectTimeout, httpcore.ConnectError):
+                # CPython bounds the whole handshake, not each of its reads, by the socket's
+                # timeout (one deadline inside SSLSocket.do_handshake).
+                self._sock.settimeout(_bounded(timeout, httpcore.ConnectTimeout))
+                tls = ssl_context.wrap_socket(self._sock, server_hostname=server_hostname)
+        except BaseException:
+            self._sock.close()
+            raise
+        return DeadlineStream(tls)
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "ssl_object":  # httpcore asks it for the ALPN protocol; SSLSocket answers
+            return self._sock if isinstance(self._sock, ssl.SSLSocket) else None
+        if info == "client_addr":
+            return self._sock.getsockname()
+        if info == "server_addr":
+            return self._sock.getpeername()
+        if info == "socket":
+            return self._sock
+        if info == "is_readable":
+            return _readable(self._sock)
+        return None
+
+
+class DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's network backend: TCP connections whose operations respect the deadline."""
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        """Resolve ``host`` and connect to its addresses in turn (as ``socket.create_connection``
+        does), each attempt bounded by the time left.
+
+        Raises:
+            httpcore.ConnectTimeout: the deadline passed (or every attempt timed out).
+            httpcore.ConnectError: the name did not resolve, or no address accepted.
+        """
+        with _mapped(httpcore.ConnectTimeout, httpcore.ConnectError):
+            addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        error: OSError | None = None
+        for family, kind, proto, _, address in addresses:
+            sock = socket.socket(family, kind, proto)
+            try:
+                for option in socket_options or ():
+                    sock.setsockopt(*option)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if local_address:
+                    sock.bind((local_address, 0))
+                sock.settimeout(_bounded(timeout, httpcore.ConnectTimeout))
+                sock.connect(address)
+                return DeadlineStream(sock)
+            except OSError as exc:
+                sock.close()
+                error = exc
+            except BaseException:
+                sock.close()
+                raise
+        if isinstance(error, TimeoutError):
+            raise httpcore.ConnectTimeout(f"connecting to {host}:{port} timed out") from error
+        raise httpcore.ConnectError(f"cannot connect to {host}:{port}: {error}") from error
+
+
+# httpcore's errors → httpx's, the most specific first (httpx's own transport maps the same).
+_HTTPX_ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
+    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
+    (httpcore.ReadTimeout, httpx.ReadTimeout),
+    (httpcore.WriteTimeout, httpx.WriteTimeout),
+    (httpcore.PoolTimeout, httpx.PoolTimeout),
+    (httpcore.TimeoutException, httpx.TimeoutException),
+    (httpcore.ConnectError, httpx.ConnectError),
+    (httpcore.ReadError, httpx.ReadError),
+    (httpcore.WriteError, httpx.WriteError),
+    (httpcore.NetworkError, httpx.NetworkError),
+    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
+    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
+    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+    (httpcore.ProtocolError, httpx.ProtocolError),
+)
+
+
+@contextmanager
+def _httpx_errors() -> Iterator[None]:
+    try:
+        yield
+    except tuple(core for core, _ in _HTTPX_ERRORS) as exc:
+        mapped = next(ours for core, ours in _HTTPX_ERRORS if isinstance(exc, core))
+        raise mapped(str(exc)) from exc
+
+
+class _ResponseStream(httpx.SyncByteStream):
+    def __init__(self, stream: Iterable[bytes]):
+        self._stream = stream
+
+    def __iter__(self) -> Iterator[bytes]:
+        with _httpx_errors():
+            yield from self._stream
+
+    def close(self) -> None:
+        close = getattr(self._stream, "close", None)
+        if close is not None:
+            close()
+
+
+class DeadlineTransport(httpx.BaseTransport):
+    """An httpx transport (HTTP/1.1 over httpcore's connection pool) on :class:`DeadlineBackend`.
+
+    Args:
+        max_connections: connections open at once (requests beyond wait for one).
+        ssl_context: TLS settings (default: httpx's, certifi roots and ``SSL_CERT_FILE``).
+    """
+
+    def __init__(self, *, max_connections: int, ssl_context: ssl.SSLContext | None = None):
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=ssl_context or httpx.create_ssl_context(),
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+            keepalive_expiry=5.0,
+            network_backend=DeadlineBackend(),
+        )
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(request.stream, httpx.SyncByteStream)
+        core_request = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=request.url.raw_scheme,
+                host=request.url.raw_host,
+                port=request.url.port,
+                target=request.url.raw_path,
+            ),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        with _httpx_errors():
+            response = self._pool.handle_request(core_request)
+        assert isinstance(response.stream, Iterable)
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.headers,
+            stream=_ResponseStream(response.stream),
+            extensions=response.extensions,
+        )
+
+    def close(self) -> None:
+        self._pool.close()
