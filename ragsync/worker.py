@@ -234,5 +234,9 @@ class Worker:
             return False
         if self.state.work_depth() or self.state.pending_count() or self.state.queue_depth():
             return False
-        listing = [name for name in self.state.live_leases(time.time()) if name != "events"]
-        return not listing
+        busy = [
+            name
+            for name in self.state.live_leases(time.time())
+            if name != "events" and not name.startswith("worker:")  # the run lock's shares
+        ]
+        return not busy

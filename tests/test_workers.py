@@ -292,6 +292,10 @@ def test_four_workers_share_one_postgres_state(tmp_path):
         points, chunks, active = index_and_state(state_url, db_url)
         assert active == expected, sorted(expected ^ active)[:5]  # nothing lost
         assert orphaned and orphaned <= active  # the victim's claims were taken over
+        watcher = StateDB(state_url)
+        runs = {row["owner"]: row["status"] for row in watcher.db.query("select * from runs")}
+        watcher.close()
+        assert runs["w0"] == "interrupted" and runs["w1"] == "ok", runs  # closed by the others
         assert set(points) == chunks and max(points.values()) == 1  # no orphan, no duplicate
         fetched = Counter(hit.path for hit in site.page_hits())
         assert set(fetched) == {f"/p/{i}" for i in range(PAGES)}
