@@ -6,10 +6,12 @@ no usable response came back: network errors and timeouts (transient), redirect 
 over-long redirect chains, redirects without a usable ``Location`` and bodies over
 ``max_body_bytes`` (terminal).
 
-``fetch.timeout`` bounds a whole :meth:`Fetcher.get`: every hop of a redirect chain, each with
-its connect, TLS handshake, request, headers and complete body, ends within it (see
-:mod:`ragsync.transport`). With an injected transport (tests pass ``httpx.MockTransport``) only
-the gaps between body pieces are checked.
+``fetch.timeout`` bounds the network time of a whole :meth:`Fetcher.get`: all hops of a
+redirect chain together, each with its connect, TLS handshake, request, headers and complete
+body (see :mod:`ragsync.transport`). Time spent waiting at the caller's gate for a hop's turn
+(per-host spacing, a ``Retry-After`` pause) is not counted: ``fetch.max_pause_wait`` bounds
+that. With an injected transport (tests pass ``httpx.MockTransport``) only the gaps between body
+pieces are checked.
 
 Redirects (RFC 9110 §15.4) are followed here, not inside httpx, so that every hop can pass the
 caller's politeness gate for its own host (``gate``) and the caller learns what kind of
@@ -18,6 +20,7 @@ redirect it met (``Response.redirects``, and ``follow_temporary=False``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
@@ -43,6 +46,17 @@ class HopGate(Protocol):
         """Called, within :meth:`admit`, as soon as the hop's status and headers are in, before
         its body is read (a ``Retry-After`` should pause the host from then on)."""
         ...
+
+
+class _Ungated:
+    def admit(self, url: str) -> AbstractContextManager[object]:
+        return nullcontext()
+
+    def headers_arrived(self, url: str, status: int, headers: dict[str, str]) -> None:
+        pass
+
+
+_UNGATED = _Ungated()
 
 
 def header_text(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -132,7 +146,7 @@ class Fetcher:
             follow_temporary: follow 302, 303 and 307; when False, such a response is returned
                 itself (``status`` 302…, ``url`` the URL that answered it, ``location`` its
                 target). 301 and 308 are always followed.
-            gate: what every hop passes (see :class:`HopGate`); default: none.
+            gate: what every hop passes (see :class:`HopGate`); default: nothing.
 
         Returns:
             The final response; ``redirects`` lists the hops followed as
@@ -147,20 +161,24 @@ class Fetcher:
             headers[b"If-None-Match"] = header_bytes(etag)
         if last_modified:
             headers[b"If-Modified-Since"] = header_bytes(last_modified)
+        gate = gate or _UNGATED
         followed: list[tuple[int, str]] = []
         target = url
-        with deadline(self.config.timeout):
-            while True:
-                with gate.admit(target) if gate is not None else nullcontext():
-                    arrived = partial(gate.headers_arrived, target) if gate is not None else None
+        budget = self.config.timeout  # network time of all hops; waits at the gate are not in it
+        while True:
+            with gate.admit(target):
+                started = time.monotonic()
+                with deadline(budget):
+                    arrived = partial(gate.headers_arrived, target)
                     response = self._send(url, target, headers, arrived)
-                status = response.status
-                if status not in REDIRECT_STATUSES or (
-                    status in TEMPORARY_REDIRECTS and not follow_temporary
-                ):
-                    return replace(response, requested_url=url, redirects=tuple(followed))
-                followed.append((status, response.url))
-                target = self._next(url, response, followed)
+                budget -= time.monotonic() - started
+            status = response.status
+            if status not in REDIRECT_STATUSES or (
+                status in TEMPORARY_REDIRECTS and not follow_temporary
+            ):
+                return replace(response, requested_url=url, redirects=tuple(followed))
+            followed.append((status, response.url))
+            target = self._next(url, response, followed)
 
     def _next(self, url: str, response: Response, followed: list[tuple[int, str]]) -> str:
         """The URL a redirect response sends the request on to."""

@@ -20,9 +20,11 @@ from ragsync.devsite import DevSite
 from ragsync.errors import FetchError
 from ragsync.events import Dispatcher, outbox_rows
 from ragsync.fetch import Fetcher
+from ragsync.politeness import HostGate, PoliteFetcher
 from ragsync.state import StateDB
 from ragsync.sync import Syncer
 from ragsync.transport import DeadlineTransport
+from ragsync.urls import host_of
 
 # Slack for "it did not hang": the deadline plus a generous margin for a loaded machine.
 SLACK = 3.0
@@ -250,3 +252,22 @@ def test_one_deadline_per_thread():
         server.stop()
     assert outcome["fast"] == outcome["late"] == b"ok"
     assert "fetch.timeout=1s" in outcome["slow"]
+
+
+def test_waiting_at_the_gate_is_not_network_time():
+    """A Retry-After pause waited out at the host gate does not eat into fetch.timeout."""
+    server = RawServer(
+        lambda conn: (
+            read_request(conn) and conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        )
+    )
+    gate = HostGate(per_host_concurrency=1, min_delay=0, max_wait=5)
+    polite = PoliteFetcher(Fetcher(FetchConfig(timeout=0.5)), gate, default_pause=1)
+    gate.pause(host_of(server.url), 1.0)
+    try:
+        started = time.monotonic()
+        assert polite.get(server.url + "/a").body == b"ok"
+    finally:
+        polite.fetcher.close()
+        server.stop()
+    assert time.monotonic() - started >= 0.9  # it waited, then had its whole 0.5 s
