@@ -182,14 +182,16 @@ def test_a_dripping_page_fails_alone_and_the_run_goes_on(tmp_path, embedder):
     assert points > 0
 
 
-def test_event_delivery_ends_at_its_deadline_and_keeps_the_event(tmp_path):
-    def receiver(conn):
-        read_request(conn)
-        drip(conn, b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n", 0.3)
+def dripping_receiver(conn):
+    read_request(conn)
+    drip(conn, b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n", 0.3)  # 14 s
 
-    server = RawServer(receiver)
+
+def deliver_one(tmp_path, endpoint_timeout, deadline):
+    """One due event to a dripping receiver: ``(seconds deliver_due took, the outbox row)``."""
+    server = RawServer(dripping_receiver)
     state = StateDB(tmp_path / "state.db")
-    endpoint = EventConfig(url=server.url + "/hook", timeout=10.0)
+    endpoint = EventConfig(url=server.url + "/hook", timeout=endpoint_timeout)
     change = {
         "change_type": "created",
         "source_id": "docs",
@@ -203,22 +205,38 @@ def test_event_delivery_ends_at_its_deadline_and_keeps_the_event(tmp_path):
         "magnitude": 1.0,
         "diff": "",
     }
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    state.db.table("outbox").insert_all(outbox_rows(change, [endpoint], now), pk="seq")
+    state.db.table("outbox").insert_all(outbox_rows(change, [endpoint], iso_now()), pk="seq")
     dispatcher = Dispatcher(state, [endpoint])
     try:
         started = time.monotonic()
-        assert dispatcher.deliver_due(2.0) == 0
+        assert dispatcher.deliver_due(deadline) == 0
         elapsed = time.monotonic() - started
     finally:
         dispatcher.close()
         server.stop()
-    assert elapsed < 2.0 + SLACK  # the receiver takes 14 s to say 204
     [event] = state.events()
-    # Cut by the run's delivery budget, not by the receiver's own timeout: still pending, due
-    # at once, and not counted as a failed attempt.
+    state.close()
+    return elapsed, event
+
+
+def iso_now():
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_event_delivery_ends_at_its_deadline_and_keeps_the_event(tmp_path):
+    elapsed, event = deliver_one(tmp_path, endpoint_timeout=10.0, deadline=2.0)
+    assert elapsed < 2.0 + SLACK
+    # Cut by the delivery deadline, not by the receiver's own timeout: still pending, due at
+    # once, and no failed attempt.
     assert event["state"] == "pending" and event["attempts"] == 0
-    assert event["next_attempt_at"] <= datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert event["next_attempt_at"] <= iso_now()
+
+
+def test_a_receiver_over_its_own_timeout_is_a_failed_attempt(tmp_path):
+    elapsed, event = deliver_one(tmp_path, endpoint_timeout=1.0, deadline=5.0)
+    assert elapsed < 1.0 + SLACK
+    assert event["state"] == "pending" and event["attempts"] == 1
+    assert event["last_error"].startswith("timeout: delivery over events timeout=1s")
 
 
 def test_one_deadline_per_thread():
