@@ -188,8 +188,8 @@ class Dispatcher:
                     "event %s to %s: delivery time up; next run", row["event_id"], endpoint.url
                 )
                 return 0
-            status = None
-            error = f"timeout: delivery over events timeout={endpoint.timeout:g}s ({exc!r})"
+            status, kind = None, type(exc).__name__
+            error = f"timeout: delivery over events timeout={endpoint.timeout:g}s ({kind})"
         except httpx.HTTPError as exc:
             status, error = None, f"network error: {exc}"
         if status is not None and 200 <= status < 300:

@@ -6,20 +6,26 @@ no usable response came back: network errors and timeouts (transient), redirect 
 over-long redirect chains, redirects without a usable ``Location`` and bodies over
 ``max_body_bytes`` (terminal).
 
-``fetch.timeout`` bounds a whole :meth:`Fetcher.get`: every hop of a redirect chain, each with
-its connect, TLS handshake, request, headers and complete body, ends within it (see
-:mod:`ragsync.transport`). With an injected transport (tests pass ``httpx.MockTransport``) only
-the gaps between body pieces are checked.
+``fetch.timeout`` bounds the network time of a whole :meth:`Fetcher.get`: all hops of a
+redirect chain together, each with its connect, TLS handshake, request, headers and complete
+body (see :mod:`ragsync.transport`). Time spent waiting at the caller's gate for a hop's turn
+(per-host spacing, a ``Retry-After`` pause) is not counted: ``fetch.max_pause_wait`` bounds
+that. With an injected transport (tests pass ``httpx.MockTransport``) only the gaps between body
+pieces are checked.
 
 Redirects (RFC 9110 §15.4) are followed here, not inside httpx, so that every hop can pass the
-caller's politeness gate for its own host (``hop``) and the caller learns what kind of
+caller's politeness gate for its own host (``gate``) and the caller learns what kind of
 redirect it met (``Response.redirects``, and ``follow_temporary=False``).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
+from functools import partial
+from typing import Protocol
 
 import httpx
 
@@ -28,10 +34,29 @@ from ragsync.errors import FetchError
 from ragsync.models import REDIRECT_STATUSES, TEMPORARY_REDIRECTS, Response
 from ragsync.transport import DeadlineTransport, deadline, time_left
 
-Hop = Callable[[str, Callable[[], Response]], Response]
-"""Runs one hop of a request: called with the hop's URL and a function that sends it (and
-returns its response); returns that response. :class:`~ragsync.politeness.PoliteFetcher`
-passes one that holds the host's gate around the send."""
+
+class HopGate(Protocol):
+    """What every hop of a request passes (:class:`~ragsync.politeness.PoliteFetcher` is one)."""
+
+    def admit(self, url: str) -> AbstractContextManager[object]:
+        """Held while the hop to ``url`` runs (the host's politeness: slots, spacing, pauses)."""
+        ...
+
+    def headers_arrived(self, url: str, status: int, headers: dict[str, str]) -> None:
+        """Called, within :meth:`admit`, as soon as the hop's status and headers are in, before
+        its body is read (a ``Retry-After`` should pause the host from then on)."""
+        ...
+
+
+class _Ungated:
+    def admit(self, url: str) -> AbstractContextManager[object]:
+        return nullcontext()
+
+    def headers_arrived(self, url: str, status: int, headers: dict[str, str]) -> None:
+        pass
+
+
+_UNGATED = _Ungated()
 
 
 def header_text(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -111,7 +136,7 @@ class Fetcher:
         etag: str | None = None,
         last_modified: str | None = None,
         follow_temporary: bool = True,
-        hop: Hop | None = None,
+        gate: HopGate | None = None,
     ) -> Response:
         """GET ``url``, conditionally when validators are given, following redirects.
 
@@ -121,7 +146,7 @@ class Fetcher:
             follow_temporary: follow 302, 303 and 307; when False, such a response is returned
                 itself (``status`` 302…, ``url`` the URL that answered it, ``location`` its
                 target). 301 and 308 are always followed.
-            hop: runs each hop's request (see :data:`Hop`); default: send it at once.
+            gate: what every hop passes (see :class:`HopGate`); default: nothing.
 
         Returns:
             The final response; ``redirects`` lists the hops followed as
@@ -136,18 +161,24 @@ class Fetcher:
             headers[b"If-None-Match"] = header_bytes(etag)
         if last_modified:
             headers[b"If-Modified-Since"] = header_bytes(last_modified)
+        gate = gate or _UNGATED
         followed: list[tuple[int, str]] = []
         target = url
-        with deadline(self.config.timeout):
-            while True:
-                response = self._hop(url, target, headers, hop)
-                status = response.status
-                if status not in REDIRECT_STATUSES or (
-                    status in TEMPORARY_REDIRECTS and not follow_temporary
-                ):
-                    return replace(response, requested_url=url, redirects=tuple(followed))
-                followed.append((status, response.url))
-                target = self._next(url, response, followed)
+        budget = self.config.timeout  # network time of all hops; waits at the gate are not in it
+        while True:
+            with gate.admit(target):
+                started = time.monotonic()
+                with deadline(budget):
+                    arrived = partial(gate.headers_arrived, target)
+                    response = self._send(url, target, headers, arrived)
+                budget -= time.monotonic() - started
+            status = response.status
+            if status not in REDIRECT_STATUSES or (
+                status in TEMPORARY_REDIRECTS and not follow_temporary
+            ):
+                return replace(response, requested_url=url, redirects=tuple(followed))
+            followed.append((status, response.url))
+            target = self._next(url, response, followed)
 
     def _next(self, url: str, response: Response, followed: list[tuple[int, str]]) -> str:
         """The URL a redirect response sends the request on to."""
@@ -164,14 +195,15 @@ class Fetcher:
             raise FetchError(url, f"redirect loop or chain over {limit}", transient=False)
         return target
 
-    def _hop(self, url: str, target: str, headers: dict[bytes, bytes], hop: Hop | None) -> Response:
-        def send() -> Response:
-            return self._send(url, target, headers)
-
-        return hop(target, send) if hop is not None else send()
-
-    def _send(self, url: str, target: str, headers: dict[bytes, bytes]) -> Response:
-        """One request, no redirect followed, within the deadline of :meth:`get`."""
+    def _send(
+        self,
+        url: str,
+        target: str,
+        headers: dict[bytes, bytes],
+        arrived: Callable[[int, dict[str, str]], None] | None,
+    ) -> Response:
+        """One request, no redirect followed, within the deadline of :meth:`get`; ``arrived``
+        gets the status and headers before the body is read."""
         limit = self.config.max_body_bytes
         timeout = f"timeout: whole request over fetch.timeout={self.config.timeout:g}s"
         where = "" if target == url else f" (redirected to {target})"
@@ -180,6 +212,9 @@ class Fetcher:
             if left <= 0:
                 raise FetchError(url, timeout + where, transient=True)
             with self.client.stream("GET", target, headers=headers, timeout=left) as response:
+                response_headers = header_text(response.headers.raw)
+                if arrived is not None:
+                    arrived(response.status_code, response_headers)
                 body = bytearray()
                 # iter_bytes() decodes gzip/deflate: counting decoded bytes also stops bombs.
                 for piece in response.iter_bytes():
@@ -193,7 +228,7 @@ class Fetcher:
                 return Response(
                     url=str(response.url),
                     status=response.status_code,
-                    headers=header_text(response.headers.raw),
+                    headers=response_headers,
                     body=bytes(body),
                     requested_url=url,
                 )

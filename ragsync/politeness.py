@@ -10,9 +10,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
+from ragsync.fetch import Fetcher
 from ragsync.models import Response
 from ragsync.policy import rate_limit_pause, retry_after_seconds
 from ragsync.urls import host_of
@@ -58,6 +59,10 @@ class HostGate:
         self._next_start: dict[str, float] = {}
         self._delay: dict[str, float] = {}
         self._paused_until: dict[str, float] = dict(pauses or {})
+
+    def now(self) -> float:
+        """The gate's clock (Unix time): pauses are kept on it."""
+        return self._now()
 
     def set_crawl_delay(self, host: str, seconds: float | None) -> None:
         """Use robots.txt Crawl-delay for ``host`` when it is longer than ``min_delay``."""
@@ -105,14 +110,13 @@ class PoliteFetcher:
     can pause its host (``Retry-After`` on 429/503, a spent ``X-RateLimit`` budget).
 
     Args:
-        fetcher: the plain fetcher (a :class:`~ragsync.fetch.Fetcher`, or anything whose
-            ``get`` takes the same keywords, ``hop`` included).
+        fetcher: the plain fetcher; this passes itself as its ``gate``.
         gate: the host gate shared by all fetch threads of the run (or, for workers, by every
             process: :class:`SharedHostGate`).
         default_pause: seconds to pause a host after a 429 without ``Retry-After``.
     """
 
-    def __init__(self, fetcher: Any, gate: HostGate | SharedHostGate, *, default_pause: float):
+    def __init__(self, fetcher: Fetcher, gate: HostGate | SharedHostGate, *, default_pause: float):
         self.fetcher = fetcher
         self.gate = gate
         self.default_pause = default_pause
@@ -139,26 +143,29 @@ class PoliteFetcher:
             etag=etag,
             last_modified=last_modified,
             follow_temporary=follow_temporary,
-            hop=self._hop,
+            gate=self,
         )
 
-    def _hop(self, url: str, send: Callable[[], Response]) -> Response:
+    def admit(self, url: str) -> AbstractContextManager[None]:
+        """One hop's turn at its host's gate (the fetcher's :class:`~ragsync.fetch.HopGate`)."""
+        return self.gate.request(host_of(url))
+
+    def headers_arrived(self, url: str, status: int, headers: dict[str, str]) -> None:
+        """Pause the hop's host as soon as a response asks for it: before its body is read
+        (which may take up to ``fetch.timeout``) and before the slot is released, so no request
+        that passes the gate after this response can miss the pause. (Requests already in
+        flight to the host cannot be recalled: per_host_concurrency = 1 rules them out.)"""
+        seconds = self.pause_for(status, headers)
+        if seconds is None:
+            return
         host = host_of(url)
-        with self.gate.request(host):
-            response = send()
-            # Registered before the slot is released, so no request of ours that starts after
-            # this response can miss the pause. (Requests already in flight on other
-            # connections to the host cannot be recalled: per_host_concurrency = 1 rules them out.)
-            seconds = self.pause_for(response.status, response.headers)
-            if seconds is not None:
-                until = self.gate.pause(host, seconds)
-                with self._lock:
-                    self._new_pauses[host] = (until, f"HTTP {response.status} from {url}")
-        return response
+        until = self.gate.pause(host, seconds)
+        with self._lock:
+            self._new_pauses[host] = (until, f"HTTP {status} from {url}")
 
     def pause_for(self, status: int, headers: dict[str, str]) -> float | None:
         """Seconds to pause the host after a response, or None."""
-        now = time.time()
+        now = self.gate.now()  # the clock the pause is kept on: an HTTP-date ends on time
         seconds = rate_limit_pause(headers, now)
         if status in (429, 503):
             after = retry_after_seconds(headers.get("retry-after"), now)
@@ -212,6 +219,10 @@ class SharedHostGate:
         self._now = now
         self._sleep = sleep
 
+    def now(self) -> float:
+        """The gate's clock (Unix time): pauses are kept on it."""
+        return self._now()
+
     def set_crawl_delay(self, host: str, seconds: float | None) -> None:
         if seconds and float(seconds) > self.min_delay:
             self.state.set_crawl_delay(host, float(seconds))
@@ -248,10 +259,16 @@ class SharedHostGate:
             self._sleep(self.poll)
         slot, start, paused, now = taken
         try:
-            if paused - now > self.max_wait:
-                raise HostPaused(host, paused)
-            if start > now:
-                self._sleep(start - now)
+            while True:
+                if paused - now > self.max_wait:
+                    raise HostPaused(host, paused)
+                wait = max(start, paused) - now
+                if wait <= 0:
+                    break
+                self._sleep(wait)
+                # A pause set while this request waited (by a response to a request that was in
+                # flight, or by another worker) binds it too.
+                paused, now = self.paused_until(host), self._now()
             yield
         finally:
             self.state.give_host_slot(host, slot, self.owner)

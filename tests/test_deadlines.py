@@ -20,9 +20,11 @@ from ragsync.devsite import DevSite
 from ragsync.errors import FetchError
 from ragsync.events import Dispatcher, outbox_rows
 from ragsync.fetch import Fetcher
+from ragsync.politeness import HostGate, PoliteFetcher
 from ragsync.state import StateDB
 from ragsync.sync import Syncer
 from ragsync.transport import DeadlineTransport
+from ragsync.urls import host_of
 
 # Slack for "it did not hang": the deadline plus a generous margin for a loaded machine.
 SLACK = 3.0
@@ -180,14 +182,16 @@ def test_a_dripping_page_fails_alone_and_the_run_goes_on(tmp_path, embedder):
     assert points > 0
 
 
-def test_event_delivery_ends_at_its_deadline_and_keeps_the_event(tmp_path):
-    def receiver(conn):
-        read_request(conn)
-        drip(conn, b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n", 0.3)
+def dripping_receiver(conn):
+    read_request(conn)
+    drip(conn, b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n", 0.3)  # 14 s
 
-    server = RawServer(receiver)
+
+def deliver_one(tmp_path, endpoint_timeout, deadline):
+    """One due event to a dripping receiver: ``(seconds deliver_due took, the outbox row)``."""
+    server = RawServer(dripping_receiver)
     state = StateDB(tmp_path / "state.db")
-    endpoint = EventConfig(url=server.url + "/hook", timeout=10.0)
+    endpoint = EventConfig(url=server.url + "/hook", timeout=endpoint_timeout)
     change = {
         "change_type": "created",
         "source_id": "docs",
@@ -201,22 +205,38 @@ def test_event_delivery_ends_at_its_deadline_and_keeps_the_event(tmp_path):
         "magnitude": 1.0,
         "diff": "",
     }
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    state.db.table("outbox").insert_all(outbox_rows(change, [endpoint], now), pk="seq")
+    state.db.table("outbox").insert_all(outbox_rows(change, [endpoint], iso_now()), pk="seq")
     dispatcher = Dispatcher(state, [endpoint])
     try:
         started = time.monotonic()
-        assert dispatcher.deliver_due(2.0) == 0
+        assert dispatcher.deliver_due(deadline) == 0
         elapsed = time.monotonic() - started
     finally:
         dispatcher.close()
         server.stop()
-    assert elapsed < 2.0 + SLACK  # the receiver takes 14 s to say 204
     [event] = state.events()
-    # Cut by the run's delivery budget, not by the receiver's own timeout: still pending, due
-    # at once, and not counted as a failed attempt.
+    state.close()
+    return elapsed, event
+
+
+def iso_now():
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_event_delivery_ends_at_its_deadline_and_keeps_the_event(tmp_path):
+    elapsed, event = deliver_one(tmp_path, endpoint_timeout=10.0, deadline=2.0)
+    assert elapsed < 2.0 + SLACK
+    # Cut by the delivery deadline, not by the receiver's own timeout: still pending, due at
+    # once, and no failed attempt.
     assert event["state"] == "pending" and event["attempts"] == 0
-    assert event["next_attempt_at"] <= datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert event["next_attempt_at"] <= iso_now()
+
+
+def test_a_receiver_over_its_own_timeout_is_a_failed_attempt(tmp_path):
+    elapsed, event = deliver_one(tmp_path, endpoint_timeout=1.0, deadline=5.0)
+    assert elapsed < 1.0 + SLACK
+    assert event["state"] == "pending" and event["attempts"] == 1
+    assert event["last_error"].startswith("timeout: delivery over events timeout=1s")
 
 
 def test_one_deadline_per_thread():
@@ -250,3 +270,22 @@ def test_one_deadline_per_thread():
         server.stop()
     assert outcome["fast"] == outcome["late"] == b"ok"
     assert "fetch.timeout=1s" in outcome["slow"]
+
+
+def test_waiting_at_the_gate_is_not_network_time():
+    """A Retry-After pause waited out at the host gate does not eat into fetch.timeout."""
+    server = RawServer(
+        lambda conn: (
+            read_request(conn) and conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        )
+    )
+    gate = HostGate(per_host_concurrency=1, min_delay=0, max_wait=5)
+    polite = PoliteFetcher(Fetcher(FetchConfig(timeout=0.5)), gate, default_pause=1)
+    gate.pause(host_of(server.url), 1.0)
+    try:
+        started = time.monotonic()
+        assert polite.get(server.url + "/a").body == b"ok"
+    finally:
+        polite.fetcher.close()
+        server.stop()
+    assert time.monotonic() - started >= 0.9  # it waited, then had its whole 0.5 s
