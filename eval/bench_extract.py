@@ -66,7 +66,7 @@ def pages_of(site: Path) -> list[tuple[str, bytes]]:
 
 def through_pool(pages: list[tuple[str, bytes]], workers: int) -> float:
     """Seconds for all pages through a fresh pool (started before the clock)."""
-    with ExtractPool(workers=workers, timeout=120) as pool:
+    with ExtractPool(workers=workers, cpu_budget=120) as pool:
         with ThreadPoolExecutor(max(2, workers)) as warm:  # start every worker first
             list(warm.map(lambda _: pool.extract(TINY, HTML, "http://x/"), range(workers * 4)))
         started = time.perf_counter()

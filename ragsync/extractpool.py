@@ -11,9 +11,15 @@ module level, so one evaluation that never ends stops every thread at that expre
 process of its own a page can do neither, and a page that overruns its budget or kills its
 process ends that page, never the run.
 
+The budget is CPU seconds, enforced by the kernel (``RLIMIT_CPU``): what a page costs does not
+depend on how loaded the machine is, while its wall time does (the 8.4 MB single-page Node.js
+manual takes 14 s of CPU, and from 16 s of wall time on an idle 2-core machine to 57 s on a busy
+one). A worker that is stuck without using CPU is killed after ``WALL_FACTOR`` times the budget
+of wall time.
+
 Example::
 
-    pool = shared_pool(workers=2, timeout=10)
+    pool = shared_pool(workers=2, cpu_budget=30)
     extracted = pool.extract(response.body, response.headers["content-type"], response.url)
 """
 
@@ -22,8 +28,10 @@ from __future__ import annotations
 import atexit
 import contextlib
 import faulthandler
+import math
 import os
 import queue
+import resource
 import signal
 import socket
 import subprocess
@@ -37,14 +45,15 @@ from ragsync.extract import extract_response, media_type
 from ragsync.models import Extracted
 from ragsync.policy import TEXT_TYPES
 
-DEFAULT_TIMEOUT = 30.0  # wall seconds per page (README "Extraction"): the slowest real page seen
-# (an 8.4 MB single-page manual) takes 16 s; max_body_bytes allows 10 MB.
+DEFAULT_CPU_BUDGET = 30.0  # CPU seconds per page: twice the slowest real page measured (14 s
+# for an 8.4 MB manual); fetch.max_body_bytes allows 10 MB.
+WALL_FACTOR = 10  # wall time a page may take, in budgets: only a worker stuck asleep reaches it
 START_TIMEOUT = 120.0  # a new worker imports trafilatura (~0.5 s; much longer on a loaded host)
 
 # The worker's whole program: the parent's import path first, so it runs the parent's ragsync.
 _BOOT = (
-    "import sys; sys.path[:] = sys.argv[2:]; "
-    "from ragsync.extractpool import serve; serve(int(sys.argv[1]))"
+    "import sys; sys.path[:] = sys.argv[3:]; "
+    "from ragsync.extractpool import serve; serve(int(sys.argv[1]), float(sys.argv[2]))"
 )
 
 
@@ -72,8 +81,9 @@ class _Worker:
         self.conn = conn
 
     @classmethod
-    def start(cls) -> _Worker:
-        """A new worker, ready for its first page.
+    def start(cls, cpu_budget: float) -> _Worker:
+        """A new worker, ready for its first page, which kills itself when a page uses more
+        than ``cpu_budget`` CPU seconds.
 
         A fresh interpreter (fork + exec at once), never a fork that keeps running this
         process's code: the parent has httpx, embedding and heartbeat threads, and
@@ -87,7 +97,7 @@ class _Worker:
         with theirs:
             path = [entry or os.getcwd() for entry in sys.path if isinstance(entry, str)]
             process = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, str(theirs.fileno()), *path],
+                [sys.executable, "-c", _BOOT, str(theirs.fileno()), repr(cpu_budget), *path],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,  # stdout may be the CLI's --json output
@@ -105,24 +115,29 @@ class _Worker:
         worker.stop(kill=True)
         raise _WorkerLost(reason)
 
-    def run(self, job: tuple[bytes, str, str], timeout: float) -> tuple[str, Any]:
+    def run(self, job: tuple[bytes, str, str], cpu_budget: float) -> tuple[str, Any]:
         """The worker's reply to ``job``.
 
         Raises:
-            _WorkerLost: the budget ran out (the process is killed) or the process died.
+            _WorkerLost: a budget ran out (the process is gone) or the process died.
         """
+        wall = WALL_FACTOR * cpu_budget
         try:
             self.conn.send(job)
-            if not self.conn.poll(timeout):
+            if not self.conn.poll(wall):
                 self.stop(kill=True)
-                raise _WorkerLost(f"extraction over its time budget ({timeout:g}s)")
+                raise _WorkerLost(f"extraction over its time budget ({wall:g}s of wall time)")
             reply: tuple[str, Any] = self.conn.recv()
             return reply
         except (EOFError, OSError):  # the socket broke: the process is dead or dying
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=5)  # a dying process has not always exited yet
             self.stop(kill=True)
-            raise _WorkerLost(_died(self.process.returncode, "extractor process died")) from None
+            if self.process.returncode == -signal.SIGXCPU:  # the kernel enforced RLIMIT_CPU
+                reason = f"extraction over its time budget ({cpu_budget:g}s of CPU)"
+            else:
+                reason = _died(self.process.returncode, "extractor process died")
+            raise _WorkerLost(reason) from None
 
     def stop(self, *, kill: bool = False) -> None:
         """End the process: at once with ``kill``, else by closing its socket (it exits when
@@ -148,10 +163,13 @@ def _died(returncode: int | None, what: str) -> str:
     return f"{what} (exit code {returncode})"
 
 
-def serve(fd: int) -> None:
-    """A worker process's main loop: one page per message on socket ``fd``, until it closes."""
+def serve(fd: int, cpu_budget: float) -> None:
+    """A worker process's main loop: one page per message on socket ``fd``, until it closes;
+    a page that uses more than ``cpu_budget`` CPU seconds ends the process (SIGXCPU)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     faulthandler.enable()  # a crash prints the worker's Python stack to stderr
+    _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, hard))  # SIGXCPU would dump a core
     import markdownify  # noqa: F401  (loaded before "ready", so no page pays for it)
     import trafilatura  # noqa: F401
 
@@ -160,6 +178,7 @@ def serve(fd: int) -> None:
         conn.send("ready")
         while True:
             body, content_type, url = conn.recv()
+            _limit_cpu(cpu_budget)
             reply: tuple[str, Any]
             try:
                 reply = ("ok", extract_response(body, content_type, url))
@@ -172,6 +191,16 @@ def serve(fd: int) -> None:
         return
 
 
+def _limit_cpu(seconds: float) -> None:
+    """Let this process use ``seconds`` more CPU (rounded up to whole seconds), then SIGXCPU."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    limit = math.ceil(usage.ru_utime + usage.ru_stime + seconds)
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (limit, hard))
+
+
 class ExtractPool:
     """Worker processes that turn fetched bodies into :class:`Extracted`, one page each at a time.
 
@@ -181,21 +210,24 @@ class ExtractPool:
 
     Args:
         workers: at most this many worker processes (default :func:`default_workers`).
-        timeout: wall seconds a page may take in its worker before it is killed.
+        cpu_budget: CPU seconds a page may use in its worker (rounded up to whole seconds);
+            ``WALL_FACTOR`` times as many wall seconds end a worker that is stuck asleep.
 
     Example::
 
-        with ExtractPool(workers=2, timeout=10) as pool:
+        with ExtractPool(workers=2, cpu_budget=30) as pool:
             extracted = pool.extract(body, "text/html; charset=utf-8", url)
     """
 
-    def __init__(self, *, workers: int | None = None, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(
+        self, *, workers: int | None = None, cpu_budget: float = DEFAULT_CPU_BUDGET
+    ) -> None:
         self.workers = default_workers() if workers is None else workers
-        self.timeout = timeout
+        self.cpu_budget = cpu_budget
         if self.workers < 1:
             raise ValueError(f"workers must be at least 1, not {self.workers}")
-        if not timeout > 0:
-            raise ValueError(f"timeout must be positive, not {timeout}")
+        if not cpu_budget > 0:
+            raise ValueError(f"cpu_budget must be positive, not {cpu_budget}")
         # LIFO: the warmest worker first, so a trickle of pages keeps a single process busy.
         # None is a slot whose process is not (or no longer) running.
         self._idle: queue.LifoQueue[_Worker | None] = queue.LifoQueue()
@@ -217,7 +249,8 @@ class ExtractPool:
 
         Raises:
             ExtractError: the page has no text and no title, is not text, raised inside the
-                extractor, overran the budget ("extraction over its time budget (30s)") or
+                extractor, overran the budget ("extraction over its time budget (30s of
+                CPU)") or
                 its process died ("extractor process died (signal 11, SIGSEGV)").
             RuntimeError: the pool is closed.
         """
@@ -236,7 +269,7 @@ class ExtractPool:
                 self._idle.put(None)
                 raise
         try:
-            status, value = worker.run((body, content_type, url), self.timeout)
+            status, value = worker.run((body, content_type, url), self.cpu_budget)
         except _WorkerLost as lost:
             self._forget(worker)
             self._idle.put(None)
@@ -277,7 +310,7 @@ class ExtractPool:
         self.close()
 
     def _start(self) -> _Worker:
-        worker = _Worker.start()
+        worker = _Worker.start(self.cpu_budget)
         with self._lock:
             if not self._closed:
                 self._live.add(worker)
@@ -294,17 +327,19 @@ _shared: dict[tuple[int, float], ExtractPool] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_pool(*, workers: int | None = None, timeout: float = DEFAULT_TIMEOUT) -> ExtractPool:
+def shared_pool(
+    *, workers: int | None = None, cpu_budget: float = DEFAULT_CPU_BUDGET
+) -> ExtractPool:
     """The process-wide pool with these settings: built on first use, closed at exit.
 
     Every syncer of a process shares it, so a test suite that builds hundreds of syncers pays
     for starting the workers (about half a second) once, and a run of 304s pays nothing.
     """
-    key = (default_workers() if workers is None else workers, float(timeout))
+    key = (default_workers() if workers is None else workers, float(cpu_budget))
     with _shared_lock:
         pool = _shared.get(key)
         if pool is None or pool.closed:
-            pool = _shared[key] = ExtractPool(workers=key[0], timeout=key[1])
+            pool = _shared[key] = ExtractPool(workers=key[0], cpu_budget=key[1])
         return pool
 
 

@@ -58,7 +58,7 @@ def small_page() -> tuple[str, bytes]:
 def test_eight_threads_through_the_pool_give_the_sequential_results():
     pages = real_pages(MDBOOK) + real_pages(DOCBOOK)
     results = {}
-    with ExtractPool(workers=2, timeout=60) as pool:
+    with ExtractPool(workers=2, cpu_budget=60) as pool:
         # Fresh threads every 16 pages, as every run's fetch pool has: threads that start
         # together reach the same parser steps together, which is when in-process extraction
         # corrupted the heap. And concurrent first, while lxml's string dictionary is young.
@@ -72,26 +72,41 @@ def test_eight_threads_through_the_pool_give_the_sequential_results():
     assert results == {url: extract_response(body, HTML, url) for url, body in pages}
 
 
-def test_a_page_over_its_budget_fails_alone():
+def test_a_page_over_its_cpu_budget_fails_alone():
     slow_url, slow_body = slow_page()
     url, body = small_page()
-    with ExtractPool(workers=1, timeout=1) as pool:
+    with ExtractPool(workers=1, cpu_budget=1) as pool:
         assert pool.extract(body, HTML, url) == extract_response(body, HTML, url)
         (first,) = pool.pids
         started = time.monotonic()
-        with pytest.raises(ExtractError, match="over its time budget \\(1s\\)") as failed:
+        with pytest.raises(ExtractError) as failed:
             pool.extract(slow_body, HTML, slow_url)
-        assert failed.value.url == slow_url
-        assert time.monotonic() - started < 30  # killed at its budget, not run to the end
+        assert (failed.value.url, failed.value.reason) == (
+            slow_url,
+            "extraction over its time budget (1s of CPU)",
+        )
+        assert time.monotonic() - started < 30  # ended at its budget, not run to the end
         assert pool.pids == ()  # the worker is gone...
         assert pool.extract(body, HTML, url) == extract_response(body, HTML, url)
         assert pool.pids != (first,)  # ...and the next page has a new one
 
 
+def test_a_worker_stuck_without_cpu_is_killed_at_the_wall_time_backstop():
+    url, body = small_page()
+    with ExtractPool(workers=1, cpu_budget=0.2) as pool:  # 10 x 0.2 s of wall time
+        assert pool.extract(body, HTML, url) == extract_response(body, HTML, url)
+        (pid,) = pool.pids
+        os.kill(pid, signal.SIGSTOP)  # asleep: it uses no CPU, so only the wall clock ends it
+        with pytest.raises(ExtractError, match=r"over its time budget \(2s of wall time\)"):
+            pool.extract(body, HTML, url)
+        assert pool.extract(body, HTML, url) == extract_response(body, HTML, url)
+        assert pool.pids not in ((), (pid,))
+
+
 def test_a_worker_killed_mid_page_fails_that_page_only():
     slow_url, slow_body = slow_page()
     url, body = small_page()
-    with ExtractPool(workers=1, timeout=120) as pool:
+    with ExtractPool(workers=1, cpu_budget=120) as pool:
         assert pool.extract(body, HTML, url) == extract_response(body, HTML, url)
         (pid,) = pool.pids
         errors: list[ExtractError] = []
@@ -128,9 +143,9 @@ def test_extraction_errors_come_back_as_extract_errors_and_keep_the_worker():
 
 
 def test_no_process_starts_before_the_first_html_page():
-    pool = shared_pool(workers=1, timeout=7)
-    assert shared_pool(workers=1, timeout=7) is pool
-    assert shared_pool(workers=1, timeout=8) is not pool
+    pool = shared_pool(workers=1, cpu_budget=7)
+    assert shared_pool(workers=1, cpu_budget=7) is pool
+    assert shared_pool(workers=1, cpu_budget=8) is not pool
     assert pool.pids == ()
     markdown = pool.extract(b"# Notes\n\nplain text", "text/markdown", "http://x/notes.md")
     assert markdown.extractor == "text"
@@ -140,7 +155,7 @@ def test_no_process_starts_before_the_first_html_page():
     assert len(pool.pids) == 1
     pool.close()
     assert pool.pids == ()
-    assert shared_pool(workers=1, timeout=7) is not pool  # a closed pool is replaced
+    assert shared_pool(workers=1, cpu_budget=7) is not pool  # a closed pool is replaced
 
 
 def test_workers_do_not_rerun_the_callers_script(tmp_path):
