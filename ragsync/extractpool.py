@@ -1,4 +1,4 @@
-"""Extraction in worker processes: one page at a time per process, a wall-time budget per page.
+"""Extraction in worker processes: one page at a time per process, a CPU-time budget per page.
 
 Why processes and not the fetch threads: trafilatura and lxml are not safe on several threads
 of one process. lxml gives each thread its own libxml2 string dictionary, but a thread's first
@@ -6,9 +6,9 @@ parse adopts the dictionary already attached to the parser it parses with, and t
 parses every page with one module-level ``HTMLParser``: the fetch threads end up inserting into
 one dictionary with the GIL released (``deepcopy`` of a tree: ``xmlCopyDoc`` →
 ``xmlDictLookup``), which corrupts the heap (segfault, ``double free or corruption``). lxml also
-serialises each compiled ``XPath`` object with a lock, and trafilatura keeps hundreds of them at
-module level, so one evaluation that never ends stops every thread at that expression. In a
-process of its own a page can do neither, and a page that overruns its budget or kills its
+serialises each compiled ``XPath`` object with a lock, and trafilatura keeps about forty of
+them at module level, so one evaluation that never ends stops every thread at that expression.
+In a process of its own a page can do neither, and a page that overruns its budget or kills its
 process ends that page, never the run.
 
 The budget is CPU seconds, enforced by the kernel (``RLIMIT_CPU``): what a page costs does not
