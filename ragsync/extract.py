@@ -1,9 +1,13 @@
 """Turn an HTML page into clean, normalised Markdown and the hash that says whether it changed.
 
 trafilatura finds the main content (menus, sidebars, footers, ads and forms dropped); markdownify
-is the fallback for pages trafilatura rejects, given the main content element only. The hash is
-taken over the normalised Markdown, so per-request noise in the HTML (CSRF tokens, timestamps,
-ad ids, random sidebars) changes nothing.
+is the fallback for pages trafilatura rejects, given the main content element only; a page with
+no text but a title (an embedded form, a video) is its title. The hash is taken over the
+normalised Markdown, so per-request noise in the HTML (CSRF tokens, timestamps, ad ids, random
+sidebars) changes nothing.
+
+These functions are single-threaded: trafilatura and lxml must not run on several threads of
+one process at once. The engine calls them through ``ragsync.extractpool``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from urllib.parse import urljoin
 
 from ragsync.errors import ExtractError
 from ragsync.models import Extracted
+from ragsync.policy import TEXT_TYPES
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _SPACES = re.compile(r"[ \t\u00a0]+")
@@ -127,11 +132,49 @@ TRAFILATURA_OPTIONS: dict[str, Any] = {
 }
 
 
+def media_type(content_type: str) -> str:
+    """The media type of a ``Content-Type`` value, parameters dropped: ``"text/html"``."""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def extract_response(body: bytes, content_type: str, url: str) -> Extracted:
+    """What ragsync indexes for a fetched body.
+
+    Args:
+        body: the response body as fetched.
+        content_type: the ``Content-Type`` header value, parameters included (its charset
+            decides the decoding).
+        url: the page's final URL, named in errors.
+
+    Returns:
+        For ``text/plain`` and Markdown: the normalised text, titled by its first line
+        (extractor ``"text"``). For anything else: :func:`extract` of the decoded HTML.
+
+    Raises:
+        ExtractError: the body is not text, or the page has neither text nor a title.
+
+    Example::
+
+        >>> extract_response(b"# Hello\\n\\nWorld", "text/markdown", "http://x/h").title
+        'Hello'
+    """
+    text = decode_body(body, content_type, url)
+    if media_type(content_type) in TEXT_TYPES:
+        markdown = normalize_markdown(text)
+        title = markdown.split("\n", 1)[0].lstrip("# ").strip() or url
+        return Extracted(title, markdown, content_hash(markdown), "text")
+    return extract(text, url)
+
+
 def extract(html: str, url: str) -> Extracted:
     """Clean Markdown of ``html`` (the page at ``url``).
 
+    A page with no text but a title (a newsletter form in an iframe, an embedded video) is
+    indexed as ``# <title>`` (extractor ``"title"``), as LangChain's and LlamaIndex's loaders
+    index it: the page exists and its title is what a search for it would match.
+
     Raises:
-        ExtractError: neither trafilatura nor the markdownify fallback found any text.
+        ExtractError: the page has neither text (trafilatura, then markdownify) nor a title.
     """
     import trafilatura  # deferred: a run of 304s never parses HTML
 
@@ -146,10 +189,14 @@ def extract(html: str, url: str) -> Extracted:
     if not markdown or not markdown.strip():
         markdown = _markdownify_main(html)
         extractor = "markdownify"
+    title = " ".join(title.split())
+    if (not markdown or not markdown.strip()) and title:
+        markdown = f"# {title}"
+        extractor = "title"
     if not markdown or not markdown.strip():
-        raise ExtractError(url, "no text found in the page (trafilatura and markdownify)")
+        raise ExtractError(url, "no text and no title in the page (trafilatura and markdownify)")
     normalized = normalize_markdown(markdown)
-    title = " ".join(title.split()) or _first_heading(normalized) or url
+    title = title or _first_heading(normalized) or url
     return Extracted(
         title=title, markdown=normalized, content_hash=content_hash(normalized), extractor=extractor
     )

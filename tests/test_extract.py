@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ragsync.devsite import DevSite
-from ragsync.extract import extract, normalize_markdown
+from ragsync.extract import content_hash, extract, extract_response, normalize_markdown
 
 BODY = """<h1>Key rotation</h1>
 <p>This page explains how to rotate <b>API keys</b> safely,
@@ -75,3 +75,37 @@ def test_a_page_with_no_text_is_an_extract_error():
 def test_normalisation():
     text = "Caf\u0065\u0301  au   lait  \n\n\n\nNext\t line   \n```\n  keep   this\n```\n"
     assert normalize_markdown(text) == "Café au lait\n\nNext line\n```\n  keep   this\n```\n"
+
+
+NEWSLETTER = """<!doctype html><html><head><meta charset="utf-8">
+<title>Newsletter | Acme Docs</title></head><body>
+<header><nav><a href="/">Home</a> <a href="/guide/">Guide</a></nav></header>
+<main><iframe src="https://forms.example.net/acme/newsletter" height="600"></iframe></main>
+<footer>© Acme</footer></body></html>"""
+
+
+def test_a_title_only_page_is_its_title():
+    result = extract(NEWSLETTER, "http://x/newsletter")
+    assert (result.title, result.markdown, result.extractor) == (
+        "Newsletter",
+        "# Newsletter\n",
+        "title",
+    )
+    assert result.content_hash == content_hash("# Newsletter\n")
+
+
+def test_extract_response_html_is_extract_of_the_decoded_body():
+    body = rendered(noise=False).encode("windows-1252")
+    via_response = extract_response(body, "text/html; charset=windows-1252", "http://x/k")
+    assert via_response == extract(rendered(noise=False), "http://x/k")
+
+
+def test_extract_response_text_is_normalised_and_titled_by_its_first_line():
+    body = "# Release notes  \r\n\r\n\r\nCafé   au lait\n".encode("latin-1")
+    result = extract_response(body, "text/markdown; charset=ISO-8859-1", "http://x/notes.md")
+    assert result == extract_response(body, "Text/Markdown; charset=latin-1", "http://x/notes.md")
+    assert (result.title, result.markdown, result.extractor) == (
+        "Release notes",
+        "# Release notes\n\nCafé au lait\n",
+        "text",
+    )
