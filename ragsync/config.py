@@ -147,6 +147,13 @@ class FetchConfig:
 
 
 @dataclass(frozen=True)
+class ExtractConfig:
+    # HTML is parsed in worker processes, one page each (README "Extraction")
+    workers: int | None = None  # default: min(2, CPU cores)
+    cpu_budget: float = duration("30s")  # CPU time one page may use; over it, the page fails
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     listen: str = "127.0.0.1:8787"
 
@@ -196,6 +203,7 @@ class Config:
     store: StoreConfig = StoreConfig()
     embedder: EmbedderConfig = EmbedderConfig()
     chunker: ChunkerConfig = ChunkerConfig()
+    extract: ExtractConfig = ExtractConfig()
     fetch: FetchConfig = FetchConfig()
     server: ServerConfig = ServerConfig()
     events: tuple[EventConfig, ...] = ()
@@ -220,6 +228,7 @@ _SECTIONS: dict[str, type] = {
     "store": StoreConfig,
     "embedder": EmbedderConfig,
     "chunker": ChunkerConfig,
+    "extract": ExtractConfig,
     "fetch": FetchConfig,
     "server": ServerConfig,
 }

@@ -35,13 +35,8 @@ from ragsync.dryrun import CountingEmbedder, NullStore
 from ragsync.embed import Embedder, embedder_from_config
 from ragsync.errors import ConfigError, ExtractError, FetchError, StoreError
 from ragsync.events import Dispatcher, outbox_rows
-from ragsync.extract import (
-    canonical_link,
-    content_hash,
-    decode_body,
-    extract,
-    normalize_markdown,
-)
+from ragsync.extract import canonical_link, content_hash, normalize_markdown
+from ragsync.extractpool import shared_pool
 from ragsync.fetch import Fetcher
 from ragsync.models import (
     Candidate,
@@ -62,7 +57,6 @@ from ragsync.models import (
 from ragsync.plan import chunk_payload, magnitude, markdown_diff, plan_chunks
 from ragsync.policy import (
     HTML_TYPES,
-    TEXT_TYPES,
     classify,
     coverage_gaps,
     missing_step,
@@ -989,7 +983,8 @@ class Syncer:
                 batch = [(key, cand, unlisted, documents.get(key)) for key, cand, unlisted in part]
                 pages = list(pool.map(prepare, batch))
                 for host, (until, reason) in fetcher.take_new_pauses().items():
-                    self.state.pause_host(host, until, reason, iso(self.clock()))
+                    # At least: a longer pause another worker set meanwhile stands.
+                    self.state.pause_host_at_least(host, until, reason, iso(self.clock()))
                 self._commit_pages(source, pages, outcome, run_id)
                 # A listed URL that moved lists its target: not to be verified as unlisted.
                 seen.update(p.doc_key for p in pages if p.moved_from is not None and not p.unlisted)
@@ -1199,7 +1194,7 @@ class Syncer:
             return
         page.response, page.status = response, response.status
         if fetcher.pause_for(response.status, response.headers) is not None:
-            page.pause_until = fetcher.gate.paused_until(host_of(page.url))
+            page.pause_until = fetcher.gate.paused_until(host_of(response.url))
         verdict, page.reason = classify(response.status, response.content_type, response.body)
         page.verdict = verdict
         if verdict == "missing":
@@ -1244,14 +1239,14 @@ class Syncer:
         page.chunks = self.chunker.chunk(page.extracted.markdown)
         page.kind = "changed"
 
-    @staticmethod
-    def _extract(response: Response) -> Extracted:
-        text = decode_body(response.body, response.headers.get("content-type", ""), response.url)
-        if response.content_type in TEXT_TYPES:
-            markdown = normalize_markdown(text)
-            title = markdown.split("\n", 1)[0].lstrip("# ").strip() or response.url
-            return Extracted(title, markdown, content_hash(markdown), "text")
-        return extract(text, response.url)
+    def _extract(self, response: Response) -> Extracted:
+        """The page's Markdown, from an extraction worker process: HTML is never parsed on
+        the fetch threads (lxml is not safe there), and a page over its CPU budget, or one
+        that crashes its worker, fails alone (README "Extraction")."""
+        pool = shared_pool(
+            workers=self.config.extract.workers, cpu_budget=self.config.extract.cpu_budget
+        )
+        return pool.extract(response.body, response.headers.get("content-type", ""), response.url)
 
     # -- commit: one transaction per document, then apply the journal ----------------------
 
