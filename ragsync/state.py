@@ -962,6 +962,11 @@ class StateDB:
             self.close_orphan_runs(now)
         return []
 
+    def drop_leases(self) -> None:
+        """Forget every lease (a dry run's private copy of a state another process holds)."""
+        with self.write():
+            self.db.execute("delete from leases")
+
     def renew_lease(self, name: str, owner: str, until: float) -> None:
         with self.write():
             self.db.execute(

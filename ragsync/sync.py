@@ -338,6 +338,7 @@ class Syncer:
         counting = CountingEmbedder(self.embedder)
         with tempfile.TemporaryDirectory(prefix="ragsync-plan-") as folder:
             copy = self.state.copy_to(Path(folder) / "state.db")
+            copy.drop_leases()  # the copy is this dry run's alone, whoever holds the real one
             dry = Syncer(
                 dataclasses.replace(self.config, events=()),
                 embedder=counting,

@@ -175,3 +175,21 @@ def test_a_killed_run_is_closed_as_interrupted_and_its_lock_does_not_block(tmp_p
         assert status["last_run"]["status"] == "ok"
     finally:
         site.stop()
+
+
+def test_a_dry_run_works_while_another_process_holds_the_state(tmp_path, site, embedder):
+    from conftest import make_config, sitemap_source
+
+    from ragsync.sync import Syncer
+
+    syncer = Syncer(make_config(tmp_path, [sitemap_source(site)]), embedder=embedder)
+    other = RunLock(syncer.state, owner="another-process")
+    other.acquire()
+    try:
+        with pytest.raises(RunLocked):
+            syncer.run()
+        plan = syncer.plan()  # on its own copy of the state: the lock is not in its way
+        assert plan["counters"]["documents_created"] == 4
+    finally:
+        other.release()
+        syncer.close()
