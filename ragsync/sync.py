@@ -1054,6 +1054,10 @@ class Syncer:
         except Exception as exc:
             log.debug("discovery of source %s failed", source.id, exc_info=True)
             ctx.incomplete(f"discovery failed: {type(exc).__name__}: {exc}")
+        finally:
+            close = getattr(found, "close", None)
+            if close is not None:  # a connector reports what it skipped when it is closed
+                close()
 
     def _discover(
         self,

@@ -165,7 +165,10 @@ def state_table(folder: Path) -> dict[str, Any]:
 def store_table(tmp_path: Path) -> dict[str, Any]:
     """The ``[store]`` table of a test: Qdrant local mode, or a fresh pgvector table."""
     if TEST_STORE == "pgvector":
-        table = "t_" + re.sub(r"[^a-z0-9_]", "_", tmp_path.name.lower())[:50]
+        # Named after the whole folder: tests that keep several states in sub-folders of
+        # the same name ("s0", "s1") must not share a table.
+        digest = hashlib.sha1(str(tmp_path).encode()).hexdigest()[:12]
+        table = "t_" + re.sub(r"[^a-z0-9_]", "_", tmp_path.name.lower())[:36] + "_" + digest
         return {"kind": "pgvector", "url": postgres_url(), "collection": table}
     if TEST_STORE == "qdrant_edge":
         return {"kind": "qdrant_edge", "path": str(tmp_path / "edge"), "collection": "test"}
