@@ -9,6 +9,7 @@ import subprocess
 import sys
 import urllib.parse
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,19 @@ def real_embedder() -> SentenceTransformerEmbedder:
 @pytest.fixture
 def embedder(real_embedder: SentenceTransformerEmbedder) -> CountingEmbedder:
     return CountingEmbedder(real_embedder)
+
+
+class Clock:
+    """An injected clock for a Syncer: time passes only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
 
 
 def page(title: str, sections: dict[str, list[str]], intro: str = "") -> tuple[str, str]:

@@ -8,26 +8,14 @@ clock that moves 40 minutes per run, so the grace really passes while a fault la
 from __future__ import annotations
 
 import gzip
-from datetime import UTC, datetime, timedelta
 
 import pytest
-from conftest import example_pages, make_config, sentences
+from conftest import Clock, example_pages, make_config, sentences
 
 from ragsync.devsite import DevSite
 from ragsync.sync import Syncer
 
 PAGES = ["/guide/page-0", "/guide/page-1", "/guide/page-2", "/guide/page-3"]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
 
 
 @pytest.fixture
@@ -84,70 +72,62 @@ def back_to_exact(syncer: Syncer, clock: Clock, before: dict, embedder) -> None:
     assert statuses == {"active"}
 
 
-def test_a_sitemap_answering_503_for_hours_deletes_nothing(world, embedder):
-    site, clock, build = world
-    syncer = build()
-    syncer.run()
-    before = points_by_url(syncer)
+def sitemap_503(site: DevSite) -> None:
     site.fault = lambda path, headers: (
         (503, {"Content-Type": "text/plain"}, b"busy") if path.startswith("/sitemap") else None
     )
-    runs_through_the_grace(syncer, clock, site, before)
-    result = syncer.run()
-    assert result.counters.listings_incomplete == 1
-    assert result.sources["docs"].incomplete and not result.ok
-    assert result.counters.tombstones_created == 0
-    listing = syncer.status(count_points=False)["sources"]["docs"]["listing"]
-    assert listing["complete"] is False and "503" in " ".join(listing["reasons"])
-    site.fault = None
-    back_to_exact(syncer, clock, before, embedder)
-    assert syncer.status(count_points=False)["sources"]["docs"]["listing"]["complete"] is True
 
 
-def test_a_failing_child_sitemap_deletes_none_of_its_pages(world, embedder):
-    site, clock, build = world
-    site.sitemap_index = True
-    syncer = build()
-    syncer.run()
-    before = points_by_url(syncer)
-    assert len(before) == 4
+def failing_child(site: DevSite) -> None:
     site.fault = lambda path, headers: (
         (500, {}, b"oops") if path.startswith("/sitemap-2.xml.gz") else None
     )
-    runs_through_the_grace(syncer, clock, site, before)
-    site.fault = None
-    back_to_exact(syncer, clock, before, embedder)
 
 
-def test_a_truncated_sitemap_keeps_the_entries_before_the_cut_and_deletes_nothing(world, embedder):
-    site, clock, build = world
-    syncer = build()
-    syncer.run()
-    before = points_by_url(syncer)
+def truncated_sitemap(site: DevSite) -> None:
     full = site._sitemap(sorted(site.listed()))
     cut = full[: full.index(b"page-2")]  # page-0 and page-1 complete, then the cut
     site.fault = lambda path, headers: (
         (200, {"Content-Type": "application/xml"}, cut) if path == "/sitemap.xml" else None
     )
-    runs_through_the_grace(syncer, clock, site, before)
-    assert syncer.state.listing("docs")["complete"] is False
-    site.fault = None
-    back_to_exact(syncer, clock, before, embedder)
 
 
-def test_an_invalid_gzip_child_is_a_failed_document_not_a_failed_run(world, embedder):
-    site, clock, build = world
-    site.sitemap_index = True
-    syncer = build()
-    syncer.run()
-    before = points_by_url(syncer)
+def invalid_gzip_child(site: DevSite) -> None:
     bad = gzip.compress(b"<urlset>")[:-6] + b"garbage"
     site.fault = lambda path, headers: (
         (200, {"Content-Type": "application/gzip"}, bad) if path == "/sitemap-1.xml.gz" else None
     )
+
+
+@pytest.mark.parametrize(
+    ("fault", "index"),
+    [
+        (sitemap_503, False),
+        (failing_child, True),
+        (truncated_sitemap, False),
+        (invalid_gzip_child, True),
+    ],
+    ids=["sitemap 503", "failing child", "truncated sitemap", "invalid gzip child"],
+)
+def test_a_failed_listing_deletes_nothing_for_hours_and_heals_without_embedding(
+    world, embedder, fault, index
+):
+    site, clock, build = world
+    site.sitemap_index = index
+    syncer = build()
+    syncer.run()
+    before = points_by_url(syncer)
+    assert len(before) == 4
+    fault(site)
     runs_through_the_grace(syncer, clock, site, before)
+    result = syncer.run()
+    assert result.counters.listings_incomplete == 1 and not result.ok
+    assert result.counters.tombstones_created == 0
+    listing = syncer.status(count_points=False)["sources"]["docs"]["listing"]
+    assert listing["complete"] is False and listing["reasons"] == result.sources["docs"].incomplete
     site.fault = None
     back_to_exact(syncer, clock, before, embedder)
+    assert syncer.status(count_points=False)["sources"]["docs"]["listing"]["complete"] is True
 
 
 def test_a_temporary_redirect_window_changes_nothing_and_never_reaches_its_target(world, embedder):

@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
 
 import pytest
-from conftest import example_pages, make_config
+from conftest import Clock, example_pages, make_config
 
 from ragsync.devsite import DevSite
 from ragsync.sync import Syncer
 
 GONE = "/guide/page-1"
-
-
-class Clock:
-    def __init__(self):
-        self.now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-
-    def __call__(self):
-        return self.now
-
-    def advance(self, **delta):
-        self.now += timedelta(**delta)
 
 
 @pytest.fixture
