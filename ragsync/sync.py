@@ -1180,6 +1180,21 @@ class Syncer:
                     final = declared
         return final if in_scope(final, source.include, source.exclude) else None
 
+    def _canonical_target(
+        self, source: SourceConfig, declared: str, fetcher: PoliteFetcher
+    ) -> Response | None:
+        """The response of the URL a page declares canonical, fetched as a redirect target
+        would be; None when it does not serve content in the source's scope."""
+        try:
+            target = fetcher.get(declared, follow_temporary=False)
+        except FetchError:
+            return None
+        verdict, _ = classify(target.status, target.content_type, target.body)
+        final = canonical_url(target.url, source.strip_params)
+        if verdict != "content" or not in_scope(final, source.include, source.exclude):
+            return None
+        return target
+
     def _prepare(self, page: _Page, fetcher: PoliteFetcher, source: SourceConfig) -> None:
         """Fetch (conditionally), then hash, extract and chunk. Runs on a worker thread."""
         document = page.document
@@ -1217,6 +1232,17 @@ class Syncer:
             if identity is None:
                 page.kind, page.reason = "missing", f"redirects out of the source to {response.url}"
                 return
+            own = canonical_url(response.url, source.strip_params)
+            if verdict == "content" and identity != own:
+                # A declared rel=canonical: this body is not the target's (a redirect stub,
+                # a print version), so the target's own response is the content, with its
+                # own validators; a target that serves nothing leaves the page as itself.
+                target = self._canonical_target(source, identity, fetcher)
+                if target is None:
+                    identity = own
+                else:
+                    response, identity = target, canonical_url(target.url, source.strip_params)
+                    page.response, page.status = response, response.status
             if identity != page.url:
                 page.moved_to = identity  # resolved against the target record at commit
         if verdict == "not_modified":

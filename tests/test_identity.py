@@ -160,3 +160,31 @@ def test_a_rename_with_immediate_deletion_keeps_the_new_record_active(
         assert syncer.verify().clean
     finally:
         site.stop()
+
+
+def test_a_redirect_stub_declaring_rel_canonical_never_stands_in_for_its_target(make_syncer):
+    """mdBook's redirect stubs: "Redirecting to…" plus rel=canonical. The target's own page is
+    the content, with its own validators, so a later check of the target is not answered
+    304 against the stub's Last-Modified (the trial on the Cargo Book indexed the stub's text
+    under the real page)."""
+    pages = example_pages(1)
+    pages["/guide/old-name"] = (
+        "Redirecting...",
+        '<link rel="canonical" href="/guide/page-0"><p>Redirecting to... page-0.</p>',
+    )
+    site = DevSite(pages)
+    site.start()
+    try:
+        site.listed = lambda: ["/guide/old-name"]
+        syncer = make_syncer(site)
+        syncer.run()
+        target = f"docs:{site.base_url}/guide/page-0"
+        texts = " ".join(chunk.text for chunk in syncer.state.chunks(target))
+        assert "Redirecting" not in texts and "retention" in texts
+        assert syncer.state.aliases("docs") == {f"docs:{site.base_url}/guide/old-name": target}
+        site.listed = lambda: ["/guide/old-name", "/guide/page-0"]
+        result = syncer.run(revalidate_all=True)
+        assert result.counters.responses_304 == 1  # the target's own validators
+        assert " ".join(c.text for c in syncer.state.chunks(target)) == texts
+    finally:
+        site.stop()
