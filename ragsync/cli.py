@@ -271,8 +271,23 @@ def status(config_path: str, as_json: bool) -> None:
         if last["status"] == "interrupted":
             outcome = "interrupted (its process died mid-run; the journal replayed its work)"
         click.echo(f"last run {last['run_id']} ({last['finished_at']}): {outcome}")
-    else:
+    elif not report["running"]:
         click.echo("no run yet: `ragsync run` starts the first sync")
+    for run in report["running"]:
+        if run["alive"]:
+            click.echo(f"run {run['run_id']} in progress since {run['started_at']}")
+        else:
+            click.echo(
+                f"run {run['run_id']} (started {run['started_at']}) died mid-run: the next "
+                "run replays what it left and closes it as interrupted"
+            )
+    interrupted = report["interrupted_runs"]
+    if interrupted and (not last or last["run_id"] != interrupted[0]["run_id"]):
+        latest = interrupted[0]
+        click.echo(
+            f"latest interrupted run: {latest['run_id']} (started {latest['started_at']}, "
+            f"closed {latest['finished_at']})"
+        )
     points = report["points_in_store"]
     points_text = "unavailable (the store is in use)" if points is None else str(points)
     click.echo(

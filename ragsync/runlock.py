@@ -41,9 +41,9 @@ class RunLocked(StateError):
             where = f"pid {holder['pid']} on {holder['host']}" if holder["pid"] else holder["owner"]
             names.append(f"{what} ({where}, since {holder['started_at']})")
         more = f" and {len(holders) - 3} more" if len(holders) > 3 else ""
+        self.held_by = f"{', '.join(names)}{more}"
         super().__init__(
-            f"{state_path}: held by {', '.join(names)}{more}; nothing was done "
-            "(wait for it, or use --wait)"
+            f"{state_path}: held by {self.held_by}; nothing was done (wait for it, or use --wait)"
         )
 
 
@@ -116,7 +116,8 @@ class RunLock:
             if not wait or (stop is not None and stop.is_set()):
                 raise RunLocked(self.state.path, holders)
             if not announced:
-                log.warning("%s; waiting", RunLocked(self.state.path, holders))
+                held = RunLocked(self.state.path, holders).held_by
+                log.warning("%s: held by %s; waiting for it", self.state.path, held)
                 announced = True
             if stop is not None:
                 stop.wait(poll)

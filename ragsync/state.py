@@ -512,13 +512,25 @@ class StateDB:
         }
 
     def due_documents(self, source_id: str, now: str) -> list[tuple[str, str]]:
-        """``[(doc_key, url)]`` of pages whose revisit time has come (records that carry
-        their own content are refreshed by their API, not by a fetch)."""
+        """``[(doc_key, url)]`` of pages whose revisit time has come, or whose retry has
+        (a page that failed, known or not yet indexed); records that carry their own content
+        are refreshed by their API, not by a fetch."""
         sql = (
-            "select doc_key, canonical_url from documents where source_id = ? and "
-            "status != 'tombstoned' and extractor != 'record' and next_check_at <= ?"
+            "select doc_key, canonical_url as url from documents where source_id = ? and "
+            "status != 'tombstoned' and extractor != 'record' and next_check_at <= ? "
+            "union select doc_key, url from fetch_attempts where source_id = ? and "
+            "state = 'retrying' and next_retry_at <= ? and doc_key not like ?"
         )
-        return [(r["doc_key"], r["canonical_url"]) for r in self.db.query(sql, [source_id, now])]
+        args = [source_id, now, source_id, now, f"{source_id}:id:%"]
+        return sorted((r["doc_key"], r["url"]) for r in self.db.query(sql, args))
+
+    def retries_due(self, source_id: str, now: str) -> set[str]:
+        """Pages of ``source_id`` whose retry time has come: due whatever their revisit time."""
+        sql = (
+            "select doc_key from fetch_attempts where source_id = ? and state = 'retrying' "
+            "and next_retry_at <= ?"
+        )
+        return {row["doc_key"] for row in self.db.query(sql, [source_id, now])}
 
     def oldest_due(self, now: str, source_id: str | None = None) -> str | None:
         """The earliest revisit time already passed (the lag of the schedule), if any."""
@@ -1025,23 +1037,35 @@ class StateDB:
             self.db.table("work").insert_all(rows, pk="doc_key", ignore=True)
 
     def add_due_work(self, source_id: str, now: str, at: str) -> int:
-        """Queue the pages of ``source_id`` whose revisit time has come (not held back, not
-        queued already) in one statement, so a page a worker commits at the same moment is
-        either still queued or no longer due; return how many were queued."""
+        """Queue the pages of ``source_id`` whose revisit or retry time has come (not held
+        back, not queued already) in one statement, so a page a worker commits at the same
+        moment is either still queued or no longer due; return how many were queued."""
         with self.write():
             cursor = self.db.execute(
                 "insert into work (doc_key, source_id, position, url, unlisted, enqueued_at) "
                 "select d.doc_key, d.source_id, 0, d.canonical_url, 0, ? from documents d "
                 "where d.source_id = ? and d.status != 'tombstoned' and d.extractor != 'record' "
-                "and d.next_check_at <= ? "
+                "and (d.next_check_at <= ? or exists (select 1 from fetch_attempts r where "
+                "r.doc_key = d.doc_key and r.state = 'retrying' and r.next_retry_at <= ?)) "
                 "and not exists (select 1 from work w where w.doc_key = d.doc_key) "
                 "and not exists (select 1 from fetch_attempts f where f.doc_key = d.doc_key "
                 "and (f.state in ('dead', 'attention') or "
                 "(f.state = 'retrying' and f.next_retry_at > ?))) "
                 "on conflict (doc_key) do nothing",
-                [at, source_id, now, now],
+                [at, source_id, now, now, now],
             )
-        return cursor.rowcount
+            queued = cursor.rowcount
+            cursor = self.db.execute(  # pages that failed before they were ever indexed
+                "insert into work (doc_key, source_id, position, url, unlisted, enqueued_at) "
+                "select f.doc_key, f.source_id, 0, f.url, 0, ? from fetch_attempts f "
+                "where f.source_id = ? and f.state = 'retrying' and f.next_retry_at <= ? "
+                "and f.doc_key not like ? "
+                "and not exists (select 1 from documents d where d.doc_key = f.doc_key) "
+                "and not exists (select 1 from work w where w.doc_key = f.doc_key) "
+                "on conflict (doc_key) do nothing",
+                [at, source_id, now, f"{source_id}:id:%"],
+            )
+        return queued + cursor.rowcount
 
     def claim_work(
         self, owner: str, *, now: float, until: float, limit: int
@@ -1300,6 +1324,27 @@ class StateDB:
                 {"run_id": run_id, "started_at": started_at, "status": "running", "owner": owner},
                 pk="run_id",
             )
+
+    def running_runs(self, now: float, host: str) -> list[dict[str, Any]]:
+        """Runs recorded as running, each with ``alive``: whether its holder still holds
+        the run lock (a dead one is closed as "interrupted" by the next run)."""
+        holders = {
+            row["owner"]: row
+            for row in self.db.query(
+                "select owner, host, pid from leases where lease_until >= ?", [now]
+            )
+        }
+        found = []
+        for row in self.db.query(
+            "select run_id, started_at, owner from runs where status = 'running' "
+            "order by started_at"
+        ):
+            holder = holders.get(row["owner"])
+            alive = holder is not None and not (
+                holder["host"] == host and holder["pid"] and not _process_alive(holder["pid"])
+            )
+            found.append({**row, "alive": alive})
+        return found
 
     def interrupted_runs(self, limit: int = 5) -> list[dict[str, Any]]:
         """The latest runs closed as "interrupted" (their process died mid-run)."""

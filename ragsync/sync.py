@@ -13,6 +13,7 @@ import dataclasses
 import json
 import logging
 import random
+import socket
 import tempfile
 import threading
 import time
@@ -780,7 +781,9 @@ class Syncer:
                 "counters": json.loads(last["counters"] or "{}"),
             },
             "pending_journal": self.state.pending_count(),
-            # Runs whose process died mid-run (closed by the next run or worker).
+            # Runs in progress now (alive), or whose process died (closed by the next run),
+            # and the latest runs closed as interrupted.
+            "running": self.state.running_runs(now, socket.gethostname()),
             "interrupted_runs": self.state.interrupted_runs(),
             # Workers: pages queued for any worker, and who holds what right now.
             "work_queue": self.state.work_depth(),
@@ -967,8 +970,9 @@ class Syncer:
             if not revalidate_all and not due_already:
                 now = iso(self.clock())
                 held = self.state.held_back(source.id, now)
+                retry = self.state.retries_due(source.id, now)
                 free = [item for item in work if item[0] not in held]
-                due = [item for item in free if _page_due(item, info, now)]
+                due = [item for item in free if item[0] in retry or _page_due(item, info, now)]
                 counters.held_back += len(work) - len(free)
                 counters.not_due += len(free) - len(due)
                 work = due

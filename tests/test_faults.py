@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime
 from email.utils import formatdate
 
-from conftest import example_pages, make_config, page, sentences
+from conftest import Clock, example_pages, make_config, page, sentences, sitemap_source
 
 from ragsync.devsite import DevSite
 from ragsync.sync import Syncer
@@ -194,3 +194,43 @@ def test_robots_crawl_delay_spaces_requests_to_the_host(tmp_path, embedder):
     assert len(starts) == 6  # sitemap, robots.txt, 4 pages
     page_gaps = gaps[2:]  # once robots.txt is known, every request waits for the delay
     assert all(gap >= 0.38 for gap in page_gaps), gaps
+
+
+def test_a_due_retry_is_requested_even_when_the_listing_and_the_page_are_not_due(
+    tmp_path, embedder
+):
+    """A realistic cadence (every 1 h): a page that failed is asked again once its retry is
+    due, not an hour later with the next listing — a known page and a page never indexed
+    alike (the trial on the Cargo Book left 66 pages waiting while `run --watch` spun)."""
+    site = DevSite(example_pages(3))
+    site.start()
+    clock = Clock()
+    try:
+        config = make_config(
+            tmp_path,
+            [sitemap_source(site, every="1h")],
+            fetch={"retry_base": "10s", "retry_cap": "10s"},
+        )
+        syncer = Syncer(config, embedder=embedder, clock=clock)
+        syncer.run()
+        failing = {"/guide/page-1", "/guide/new"}
+        site.set_page("/guide/new", "New guide", f"<h1>New guide</h1><p>{sentences('novelty')}</p>")
+        site.fault = lambda path, headers: (503, {}, b"busy") if path in failing else None
+        clock.advance(minutes=1)
+        syncer.run(revalidate_all=True)  # both fail; the listing is next due in an hour
+        assert {a["url"] for a in syncer.state.fetch_attempts("docs")} == {
+            site.base_url + path for path in failing
+        }
+        site.fault = None
+        clock.advance(minutes=5)
+        seen = len(site.hits)
+        result = syncer.run()
+        assert result.counters.sources_not_due == 0
+        pages = {hit.path for hit in site.hits[seen:]} - {"/robots.txt"}
+        assert pages == failing  # only the due retries
+        active = {d["canonical_url"] for d in syncer.state.documents() if d["status"] == "active"}
+        assert {site.base_url + path for path in failing} <= active
+        assert syncer.state.fetch_attempts("docs") == []
+        syncer.close()
+    finally:
+        site.stop()

@@ -165,14 +165,18 @@ def test_a_killed_run_is_closed_as_interrupted_and_its_lock_does_not_block(tmp_p
             time.sleep(0.05)
         os.kill(victim.pid, signal.SIGKILL)
         victim.wait()
+        shown = ragsync_cli("status", config=config).stdout
+        assert "died mid-run" in shown, shown  # before any other run closed it
 
         began = time.time()
         again = ragsync_cli("run", "--json", config=config)
         assert again.returncode == 0, again.stderr
         assert time.time() - began < 60  # never waited for the dead run's 60 s lease
         status = json.loads(ragsync_cli("status", "--json", config=config).stdout)
-        assert len(status["interrupted_runs"]) == 1
+        assert len(status["interrupted_runs"]) == 1 and status["running"] == []
         assert status["last_run"]["status"] == "ok"
+        shown = ragsync_cli("status", config=config).stdout
+        assert "latest interrupted run: " + status["interrupted_runs"][0]["run_id"] in shown
     finally:
         site.stop()
 
