@@ -527,6 +527,12 @@ def verify(config_path: str, repair: bool, as_json: bool) -> None:
         click.echo(f"pending journal operations: {report.pending_journal}")
         if report.repaired:
             click.echo("repaired: the store now matches the state DB")
+        elif (
+            not report.clean
+            and report.pending_journal
+            and not (report.missing or report.orphans or report.drift)
+        ):
+            click.echo("the next `ragsync run` applies the pending operations (or verify --repair)")
         elif not report.clean:
             click.echo("run `ragsync verify --repair` to fix")
     sys.exit(0 if report.clean or report.repaired else 1)
