@@ -19,6 +19,7 @@ import socket
 import threading
 import time
 import traceback
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +27,8 @@ from http.server import BaseHTTPRequestHandler as _Reasons
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from lxml import etree
 
 from ragsync.config import Config
 from ragsync.devembed import HashEmbedder
@@ -137,6 +140,8 @@ class FuzzOrigin:
         self._servers: list[ThreadingHTTPServer] = [
             serve_loopback(self._handle, "GET") for _ in range(ports)
         ]
+        for server in self._servers:  # a client hanging up mid-request is what fuzzing does
+            server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
         self._index = {server.server_address[1]: i for i, server in enumerate(self._servers)}
 
     def base(self, port: int = 0) -> str:
@@ -335,7 +340,9 @@ def doc_key(source_id: str, url: str) -> str | None:
 
 
 def report_problems(report: dict[str, Any]) -> list[str]:
-    """The run report is whole: finished, counters as numbers, every failed source says why."""
+    """The run report is whole: finished, counters as numbers, every failed source says why,
+    and no listing was ended by an exception inside its connector (``discovery failed: …``,
+    the engine's safety net: a defect it hides)."""
     problems = []
     if not report.get("finished_at"):
         problems.append("the run report has no finished_at")
@@ -348,6 +355,8 @@ def report_problems(report: dict[str, Any]) -> list[str]:
         for reason in outcome["listing_incomplete"]:
             if not isinstance(reason, str) or not reason.strip():
                 problems.append(f"source {source_id}: an empty incomplete-listing reason")
+            elif reason.startswith("discovery failed"):  # the connector raised: a hidden defect
+                problems.append(f"source {source_id}: {short(reason, 300)}")
     return problems
 
 
@@ -363,18 +372,24 @@ def page_problems(
 
     A reason is: a ``fetch_attempts`` row with ``last_error``; a move (an alias to another
     record); robots.txt (``disallowed(url)``, counted in ``robots_disallowed``); or a paused
-    host (counted in ``deferred``). Also: no attempt row is without its reason.
+    host (counted in ``deferred``). Also: no attempt row is without its reason, and none is
+    the engine's safety net (``internal error: …``: an exception nothing expected).
     """
     counters = report["sources"].get(source_id, {}).get("counters", {})
     documents = {d["doc_key"]: d for d in state.documents(source_id)}
     attempts = {a["doc_key"]: a for a in state.fetch_attempts(source_id)}
     aliases = state.aliases(source_id)
-    now = time.time()
-    paused = {host for host, until in state.host_pauses().items() if until > now}
+    paused = set(state.host_pauses())  # paused at some point (a short pause may be over)
     problems = [
         f"{a['url']}: attempt without a reason ({a['state']})"
         for a in attempts.values()
         if not (a["last_error"] or "").strip()
+    ]
+    # The engine's safety net caught an exception nothing else expected: a defect it hides.
+    problems += [
+        f"{short(a['url'], 100)}: {short(a['last_error'], 300)}"
+        for a in attempts.values()
+        if (a["last_error"] or "").startswith("internal error")
     ]
     unexplained: dict[str, list[Listed]] = {}
     checked: set[str] = set()
@@ -409,3 +424,39 @@ def store_problems(config: Config) -> list[str]:
     if report.clean:
         return []
     return [f"verify is not clean: {short(report.to_dict(), 600)}"]
+
+
+# -- what a discovery document is, judged without the connector -----------------------------
+
+_STRICT_XML = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
+
+
+def sitemap_verdict(body: bytes) -> str:
+    """``"whole"`` or ``"broken"``: whether a sitemap body can be read whole, judged
+    independently of ``connectors.sitemap`` (zlib for the gzip layer, every member; a strict
+    lxml parse for XML; a text sitemap is whole when a line is an http(s) URL). A listing of
+    a broken document must say it is incomplete; a listing of a whole one must not."""
+    if body[:2] == b"\x1f\x8b":
+        unpacked = bytearray()
+        rest = body
+        while rest[:2] == b"\x1f\x8b":  # each gzip member; bytes after the last are ignored
+            inflater = zlib.decompressobj(31)
+            try:
+                unpacked += inflater.decompress(rest, 50 * 1024 * 1024 + 1 - len(unpacked))
+            except zlib.error:
+                return "broken"
+            if not inflater.eof or len(unpacked) > 50 * 1024 * 1024:
+                return "broken"
+            rest = inflater.unused_data
+        body = bytes(unpacked)
+    if b"<!ENTITY" in body[:65536].upper():
+        return "broken"  # refused as hostile, by design
+    if not body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
+        lines = body.decode("utf-8", "replace").splitlines()
+        urls = [line for line in lines if line.strip().startswith(("http://", "https://"))]
+        return "whole" if urls else "broken"
+    try:
+        root = etree.fromstring(body, _STRICT_XML)
+    except etree.XMLSyntaxError:
+        return "broken"
+    return "whole" if etree.QName(root).localname in ("urlset", "sitemapindex") else "broken"
