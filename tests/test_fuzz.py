@@ -14,7 +14,8 @@ a child process with a hard time bound, and checks after each run:
   them could not be read whole; discovery stays bounded.
 
 A failing check names its case ids and what was mutated; ``RAGSYNC_FUZZ_CASE=<case id>`` runs
-that case alone, ``RAGSYNC_FUZZ_SEED=<n>`` draws other cases (the default seed is fixed). Engine defects the suite found are the ``xfail(strict=True)`` tests at the end.
+that case alone, ``RAGSYNC_FUZZ_SEED=<n>`` draws other cases (the default seed is fixed).
+Engine defects the suite found are the ``xfail(strict=True)`` tests at the end.
 """
 
 from __future__ import annotations
@@ -791,4 +792,29 @@ def test_defect_extraction_without_time_budget(tmp_path: Path, origin: FuzzOrigi
     runs = Runs(tmp_path, config, "comment flood")
     assert runs.run(bound=15) is not None, runs.problems
     assert document(runs, origin, "/fine") is not None
+    runs.assert_clean()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect (URLs from listings): a host that canonical_url turns into punycode IDNA "
+    "rejects ('http://12ã(7.0.0.1/x' -> 'xn--12(7-hoa.0.0.1', from a byte flipped in a feed, "
+    "seeds 2 and 3) makes Fetcher.get raise idna's InvalidCodepoint, not a FetchError; the "
+    "robots.txt lookup lets it through and the page ends as 'internal error: InvalidCodepoint'",
+)
+def test_defect_invalid_idna_host_escapes_the_fetcher(tmp_path: Path, origin: FuzzOrigin) -> None:
+    source = {"id": "issue", "kind": "urls", "urls": ["http://12\u00e3(7.0.0.1/x"]}
+    runs = Runs(tmp_path, config_for(tmp_path, [source]), "IDNA host")
+    report = runs.run()
+    assert report is not None, runs.problems
+    with runs.state() as state:
+        runs.note(
+            page_problems(
+                state,
+                report,
+                "issue",
+                [Listed("idna", source["urls"][0], "")],
+                disallowed=lambda url: False,
+            )
+        )
     runs.assert_clean()
