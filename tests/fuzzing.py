@@ -23,7 +23,6 @@ import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from http.server import BaseHTTPRequestHandler as _Reasons
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -212,7 +211,7 @@ class FuzzOrigin:
             request.if_none_match in answer.matches or request.if_modified_since in answer.matches
         ):
             status, body = 304, b""
-        reason = _Reasons.responses.get(status, ("Whatever",))[0].encode()
+        reason = BaseHTTPRequestHandler.responses.get(status, ("Whatever",))[0].encode()
         head = [b"HTTP/1.1 %d %s" % (status, reason)]
         head += [name + b": " + value for name, value in answer.headers]
         if status != 304 and status >= 200 and status != 204:

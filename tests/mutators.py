@@ -416,8 +416,8 @@ class Validators(Mutator):
 
 
 RETRY_AFTER = [
-    b"\xc2\xb2",  # the "²" (UTF-8 bytes): str.isdigit() says yes, RFC 9110 says no
-    b"\xb2",  # "²" as one latin-1 byte
+    b"\xb2",  # the "²": one obs-text byte, latin-1 text "²", which str.isdigit() takes
+    b"\xc2\xb2",  # "²" in UTF-8 bytes (latin-1 text "Â²")
     "١٢".encode(),
     b"9" * 40,
     b"-1",

@@ -235,6 +235,7 @@ def test_pages(tmp_path: Path, origin: FuzzOrigin, mutator: type[Mutator], batch
     )
     runs = Runs(tmp_path, config, f"{mutator.name} batch {batch}")
     listed = [Listed(c.case_id, origin.url(0, c.path), c.detail) for c in batch_cases]
+    by_path = {path: c.case_id for c in batch_cases for path in c.answers}
 
     def disallowed(url: str) -> bool:
         return urlsplit(url).path.startswith("/private/")
@@ -253,7 +254,7 @@ def test_pages(tmp_path: Path, origin: FuzzOrigin, mutator: type[Mutator], batch
                 }
         runs.note(
             [
-                f"requested {r.path} (robots.txt disallows it)"
+                f"{by_path.get(r.path, '?')}: requested {r.path} (robots.txt disallows it)"
                 for r in origin.requests[seen:]
                 if r.path.startswith("/private/")
             ]
@@ -362,15 +363,15 @@ MAX_SITEMAPS = 20
 MAX_URLS = 2000
 
 
-def keep_pages(request: Any) -> Answer:
+PROSE_LINE = "A page a fuzzed listing points at; its words are only here to be indexed."
+
+
+def keep_pages(request: Request) -> Answer:
     """Discovery batches' pages: whatever lies under /keep/ exists (robots.txt allows only
     that); anything else is a 404."""
     if request.path.startswith("/keep/"):
         return text_page(f"Listed page {request.path}\n\n{PROSE_LINE}")
     return Answer(404, ((b"Content-Type", b"text/plain"),), b"not found")
-
-
-PROSE_LINE = "A page a fuzzed listing points at; its words are only here to be indexed."
 
 
 def expected_listing(kind: str, answer: Answer) -> tuple[str, list[str], list[str]] | None:
@@ -382,13 +383,16 @@ def expected_listing(kind: str, answer: Answer) -> tuple[str, list[str], list[st
         return None
     if len(answer.body) > FETCH["max_body_bytes"]:
         return "broken", [], []  # never read: the fetch refuses it
-    try:
-        if kind == "feed":
+    if kind == "feed":
+        try:
             return "whole", [entry["link"] for entry in parse_feed(answer.body)["entries"]], []
-        verdict = sitemap_verdict(answer.body)
+        except Exception:  # the engine wraps whatever a parser raises: an unreadable document
+            return "broken", [], []
+    verdict = sitemap_verdict(answer.body)
+    try:
         document = parse_sitemap(answer.body)
-    except Exception:  # the engine wraps whatever a parser raises: an unreadable document
-        return ("broken" if kind == "feed" else verdict), [], []
+    except Exception:
+        return verdict, [], []
     return verdict, [p[0] for p in document.pages], list(document.children)
 
 
