@@ -619,20 +619,24 @@ def test_issue_etag_latin1_bytes_are_echoed(tmp_path: Path, origin: FuzzOrigin) 
 
 
 def test_issue_retry_after_superscript_two(tmp_path: Path, origin: FuzzOrigin) -> None:
-    """``Retry-After: ²`` on a 429 and on a 503 (each on its own host): not a number of
-    seconds, so the default backoff applies; the run goes on and the host's other page is
-    indexed."""
-    for port, status in ((1, 429), (2, 503)):
-        limited = ((b"Content-Type", b"text/plain"), (b"Retry-After", "²".encode()))
+    """``Retry-After: ²`` on 429s and 503s (each on its own host), as the one obs-text byte
+    0xB2 (latin-1 "²", which ``str.isdigit()`` takes for a digit) and as UTF-8: not a number
+    of seconds, so the default backoff applies; the run goes on and each host's other page
+    is indexed."""
+    hosts = {1: (429, b"\xb2"), 2: (503, b"\xb2"), 3: (429, "²".encode()), 4: (503, "²".encode())}
+    urls = []
+    for port, (status, value) in hosts.items():
+        limited = ((b"Content-Type", b"text/plain"), (b"Retry-After", value))
         origin.routes[(port, "/limited")] = Answer(status, limited, b"busy")
         origin.routes[(port, "/after")] = Answer(200, (PLAIN,), BODY)
-    source = pages_source(origin, 1, ["/limited", "/after"])
-    source["urls"] += [origin.url(2, "/limited"), origin.url(2, "/after")]
+        urls += [origin.url(port, "/limited"), origin.url(port, "/after")]
+    source = {"id": "issue", "kind": "urls", "urls": urls}
     runs = Runs(tmp_path, config_for(tmp_path, [source]), "Retry-After: ²")
     assert runs.run() is not None, runs.problems
-    for port, status in ((1, 429), (2, 503)):
+    for port, (status, _) in hosts.items():
         failed = attempt(runs, origin, "/limited", port)
-        assert failed and failed["state"] == "retrying" and f"HTTP {status}" in failed["last_error"]
+        assert failed and failed["state"] == "retrying", (port, failed)
+        assert failed["last_error"] == f"HTTP {status}", (port, failed)
         assert document(runs, origin, "/after", port) is not None
     with runs.state() as state:
         assert all(until < time.time() + 60 for until in state.host_pauses().values())
