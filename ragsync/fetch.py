@@ -72,8 +72,13 @@ def header_text(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
     """
     headers: dict[str, str] = {}
     for name, value in raw:
-        key, text = name.decode("latin-1").lower(), value.decode("latin-1")
-        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        key, text = name.decode("latin-1").lower(), value.decode("latin-1").strip(" \t")
+        if not text:  # an empty field adds no element to the list (§5.6.1)
+            headers.setdefault(key, "")
+        elif headers.get(key):
+            headers[key] = f"{headers[key]}, {text}"
+        else:
+            headers[key] = text
     return headers
 
 
@@ -157,9 +162,11 @@ class Fetcher:
                 ``fetch.timeout``.
         """
         headers: dict[bytes, bytes] = {}
-        if etag:
+        # A stored validator that cannot be a field value (CR, LF, NUL) is not sent: the
+        # request goes out unconditional instead of failing.
+        if etag and _sendable(etag):
             headers[b"If-None-Match"] = header_bytes(etag)
-        if last_modified:
+        if last_modified and _sendable(last_modified):
             headers[b"If-Modified-Since"] = header_bytes(last_modified)
         gate = gate or _UNGATED
         followed: list[tuple[int, str]] = []
@@ -243,8 +250,15 @@ class Fetcher:
             raise FetchError(url, f"undecodable body: {exc}{where}", transient=False) from exc
         except httpx.TransportError as exc:
             raise FetchError(url, f"network error: {exc}{where}", transient=True) from exc
-        except httpx.InvalidURL as exc:
+        except (httpx.InvalidURL, UnicodeError) as exc:  # idna refuses a host, for one
             raise FetchError(url, f"invalid URL: {exc}{where}", transient=False) from exc
+
+
+def _sendable(value: str) -> bool:
+    """Whether ``value`` can go out as a field value: no CR, LF or NUL (RFC 9110 §5.5) and no
+    white space at either end. Other control bytes go back as they came, as servers sent them
+    (what h11 accepts too)."""
+    return value == value.strip(" \t") and not any(char in value for char in "\r\n\0")
 
 
 def _left() -> float:

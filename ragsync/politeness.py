@@ -34,7 +34,8 @@ class HostGate:
     Args:
         per_host_concurrency: requests in flight per host.
         min_delay: seconds between two request starts to one host.
-        max_wait: a pause longer than this raises :class:`HostPaused` instead of sleeping.
+        max_wait: a wait longer than this (a pause, or the spacing of a long Crawl-delay)
+            raises :class:`HostPaused` instead of sleeping.
         pauses: ``{host: Unix time}`` pauses carried over from earlier runs.
         now / sleep: the wall clock and sleeper (tests inject both).
     """
@@ -86,7 +87,7 @@ class HostGate:
         """Hold a slot for one request to ``host``, waiting for spacing and pauses.
 
         Raises:
-            HostPaused: the host is paused for longer than ``max_wait``.
+            HostPaused: the host's next request may not start within ``max_wait``.
         """
         with self._lock:
             slots = self._slots.setdefault(host, threading.Semaphore(self.per_host_concurrency))
@@ -95,9 +96,11 @@ class HostGate:
                 with self._lock:
                     now = self._now()
                     paused = self._paused_until.get(host, 0.0)
-                    if paused - now > self.max_wait:
-                        raise HostPaused(host, paused)
                     start = max(now, paused, self._next_start.get(host, 0.0))
+                    # A long pause, or a long robots.txt Crawl-delay, defers the host's pages
+                    # to a later run instead of holding this one.
+                    if start - now > self.max_wait:
+                        raise HostPaused(host, start)
                     if start <= now:
                         self._next_start[host] = now + self._delay.get(host, self.min_delay)
                         break
@@ -260,9 +263,9 @@ class SharedHostGate:
         slot, start, paused, now = taken
         try:
             while True:
-                if paused - now > self.max_wait:
-                    raise HostPaused(host, paused)
                 wait = max(start, paused) - now
+                if wait > self.max_wait:  # a long pause or Crawl-delay: a later run's
+                    raise HostPaused(host, max(start, paused))
                 if wait <= 0:
                     break
                 self._sleep(wait)

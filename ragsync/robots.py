@@ -39,7 +39,10 @@ class RobotsPolicy:
 
     def __init__(self, get_text: Callable[[str], str], user_agent: str):
         self._get_text = get_text
-        self.user_agent = user_agent
+        # RFC 9309 §2.2.1: groups match the product token ("ragsync" of "ragsync/0.1 (+…)");
+        # protego matches by substring, so the whole string would let a group named after
+        # any word of it ("pypi", "project") pass for ragsync's own.
+        self.user_agent = product_token(user_agent)
         self._rules: dict[str, Protego | bool] = {}
         self._unreachable: dict[str, str] = {}
         self.requests = 0
@@ -79,3 +82,15 @@ class RobotsPolicy:
         if isinstance(rules, Protego):
             return rules.crawl_delay(self.user_agent)
         return None
+
+
+def product_token(user_agent: str) -> str:
+    """The product token of a User-Agent string, what robots.txt groups name.
+
+    Example::
+
+        >>> product_token("ragsync/0.1.0 (+https://pypi.org/project/ragsync/)")
+        'ragsync'
+    """
+    words = user_agent.strip().split()
+    return words[0].split("/", 1)[0] if words else user_agent

@@ -15,7 +15,7 @@ a child process with a hard time bound, and checks after each run:
 
 A failing check names its case ids and what was mutated; ``RAGSYNC_FUZZ_CASE=<case id>`` runs
 that case alone, ``RAGSYNC_FUZZ_SEED=<n>`` draws other cases (the default seed is fixed).
-Engine defects the suite found are the ``xfail(strict=True)`` tests at the end.
+The engine defects the suite found are regression tests at the end (``test_defect_*``).
 """
 
 from __future__ import annotations
@@ -151,13 +151,24 @@ def origin(shared_origin: FuzzOrigin) -> FuzzOrigin:
     return shared_origin
 
 
-def config_for(tmp_path: Path, sources: list[dict[str, Any]], **fetch: Any) -> Config:
+def config_for(
+    tmp_path: Path,
+    sources: list[dict[str, Any]],
+    *,
+    extract: dict[str, Any] | None = None,
+    **fetch: Any,
+) -> Config:
     """The batch's config (``fetch`` overrides :data:`FETCH`). The store is Qdrant's engine in
     process: the store is not what is fuzzed here, and Qdrant local mode commits every point
     on its own (about 14 ms each)."""
     store = {"kind": "qdrant_edge", "path": str(tmp_path / "edge"), "collection": "fuzz"}
     return make_config(
-        tmp_path, sources, fetch=FETCH | fetch, store=store, chunker={"max_tokens": 600}
+        tmp_path,
+        sources,
+        fetch=FETCH | fetch,
+        store=store,
+        chunker={"max_tokens": 600},
+        extract=extract or {},
     )
 
 
@@ -732,15 +743,9 @@ def test_issue_index_listing_itself_under_query_strings(tmp_path: Path, origin: 
     runs.assert_clean()
 
 
-# -- engine defects the suite found (each fails today; the lead fixes the engine) -----------
+# -- engine defects the suite found, each fixed: regression tests ------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect (validators): repeated ETag fields are joined with ', ' even when the last "
-    "is empty, so '\"x\", ' is stored; h11 refuses to send that back (Illegal header value), "
-    "and every later run fails the page with a 'network error' until it is dead-lettered",
-)
 def test_defect_repeated_etag_empty_last_field(tmp_path: Path, origin: FuzzOrigin) -> None:
     etags = (b"ETag", b'"x"'), (b"ETag", b"")
     origin.routes[(0, "/a")] = Answer(200, (PLAIN, *etags), BODY, frozenset({b'"x"', b'"x",'}))
@@ -753,13 +758,6 @@ def test_defect_repeated_etag_empty_last_field(tmp_path: Path, origin: FuzzOrigi
     runs.assert_clean()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect (robots.txt): groups are matched against the whole User-Agent string, so a "
-    "group named 'pypi' (in 'ragsync/0.1.0 (+https://pypi.org/project/ragsync/)') is taken as "
-    "ragsync's and its 'Allow: /' lets ragsync fetch what '*' disallows (RFC 9309 §2.2.1: "
-    "match the product token)",
-)
 def test_defect_robots_group_by_substring(tmp_path: Path, origin: FuzzOrigin) -> None:
     origin.robots = b"User-agent: *\nDisallow: /private/\n\nUser-agent: pypi\nAllow: /\n"
     origin.routes[(0, "/private/a")] = Answer(200, (PLAIN,), BODY)
@@ -769,12 +767,6 @@ def test_defect_robots_group_by_substring(tmp_path: Path, origin: FuzzOrigin) ->
     assert origin.requests_to(0, "/private/a") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect (robots.txt): a Crawl-delay is slept out whatever its length; "
-    "'Crawl-delay: 1000' holds a fetch thread 1000 s before each further page of the host "
-    "(fetch.max_pause_wait does not apply), so the run does not end",
-)
 def test_defect_long_crawl_delay_holds_the_run(tmp_path: Path, origin: FuzzOrigin) -> None:
     origin.robots = b"User-agent: *\nCrawl-delay: 1000\n"
     origin.default = lambda request: Answer(200, (PLAIN,), BODY + request.path.encode())
@@ -784,32 +776,20 @@ def test_defect_long_crawl_delay_holds_the_run(tmp_path: Path, origin: FuzzOrigi
     runs.assert_clean()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect (HTML body): extraction has no time budget; trafilatura's metadata pass "
-    "(lxml.html.tostring inside it) is quadratic in a '<!--<!--' flood where case html-3-070 "
-    "put it (offset 4976 of an mdBook page: 160 KB take 4 s, 340 KB 17 s, this 480 KB page "
-    "about 40 s, the 10 MB fetch.max_body_bytes allows hours), and the run waits for it",
-)
 def test_defect_extraction_without_time_budget(tmp_path: Path, origin: FuzzOrigin) -> None:
     page = fixture("rust-edition-guide-rust-2021-index.html")
     flood = page[:4976] + b"<!--<!--" * 60_000 + page[4976:]
     origin.routes[(0, "/slow")] = Answer(200, (HTML_TYPE,), flood)
     origin.routes[(0, "/fine")] = Answer(200, (PLAIN,), BODY)
-    config = config_for(tmp_path, [pages_source(origin, 0, ["/slow", "/fine"])])
+    config = config_for(
+        tmp_path, [pages_source(origin, 0, ["/slow", "/fine"])], extract={"cpu_budget": "2s"}
+    )
     runs = Runs(tmp_path, config, "comment flood")
     assert runs.run(bound=15) is not None, runs.problems
     assert document(runs, origin, "/fine") is not None
     runs.assert_clean()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect (URLs from listings): a host that canonical_url turns into punycode IDNA "
-    "rejects ('http://12ã(7.0.0.1/x' -> 'xn--12(7-hoa.0.0.1', from a byte flipped in a feed, "
-    "seeds 2 and 3) makes Fetcher.get raise idna's InvalidCodepoint, not a FetchError; the "
-    "robots.txt lookup lets it through and the page ends as 'internal error: InvalidCodepoint'",
-)
 def test_defect_invalid_idna_host_escapes_the_fetcher(tmp_path: Path, origin: FuzzOrigin) -> None:
     source = {"id": "issue", "kind": "urls", "urls": ["http://12\u00e3(7.0.0.1/x"]}
     runs = Runs(tmp_path, config_for(tmp_path, [source]), "IDNA host")
