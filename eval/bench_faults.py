@@ -41,18 +41,18 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from eval import faults, peers  # noqa: E402
+from eval import peers  # noqa: E402
 from eval.bench_peers import SYSTEMS, System  # noqa: E402
 from eval.evolving import EvolvingSite, check_index  # noqa: E402
 from eval.faults import (  # noqa: E402
     FAULTS,
     MAINTENANCE_SENTENCES,
     FaultInjector,
-    ListingError,
     StepClock,
     true_point,
     wrongly_deleted,
 )
+from eval.peers import ListingError  # noqa: E402
 from eval.report import faults_markdown  # noqa: E402
 
 STEPS: dict[str, Callable[[EvolvingSite], str]] = {
@@ -232,7 +232,6 @@ def replay(
     from ragsync.embed import SentenceTransformerEmbedder
 
     logging.basicConfig(level=logging.ERROR)  # ragsync warns on every fault it meets
-    peers.load_pages = faults.load_pages  # the peers read the site through the fault-aware loader
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="ragsync-faults-"))
     evolving = EvolvingSite(pages, seed=seed)

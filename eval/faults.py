@@ -1,5 +1,5 @@
 """Faults for the fault-replay benchmark (eval/bench_faults.py): what the site answers while a
-fault window is open, the peers' loader, and the yardsticks that judge an index after each run.
+fault window is open, and the yardsticks that judge an index after each run.
 
 :class:`FaultInjector` is a :class:`ragsync.devsite.DevSite` ``fault`` hook. Every decision is a
 function of the seed, the fault, the run within its window, the path and how many times this run
@@ -20,7 +20,6 @@ Faults (``FAULTS``):
 
 from __future__ import annotations
 
-import gzip
 import random
 import threading
 import time
@@ -199,71 +198,6 @@ class StepClock:
 
     def __call__(self) -> datetime:
         return self.now
-
-
-# -- the peers' loader ----------------------------------------------------------------------
-
-
-class ListingError(Exception):
-    """The loader could not read the sitemap (a non-200 answer or a document that is not a
-    sitemap): the peer's run fails before it touches its index."""
-
-
-def _sitemap_locs(client: Any, url: str, depth: int = 0) -> list[str]:
-    """Page URLs of the sitemap at ``url``, following a sitemap index to gzip children."""
-    from lxml import etree
-
-    response = client.get(url)
-    if response.status_code != 200:
-        raise ListingError(f"sitemap {url}: HTTP {response.status_code}")
-    body = response.content
-    if body[:2] == b"\x1f\x8b":
-        body = gzip.decompress(body)
-    try:
-        tree = etree.fromstring(body)
-    except etree.XMLSyntaxError as exc:
-        raise ListingError(f"sitemap {url}: {exc}") from exc
-    spec = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
-    locs = [(loc.text or "").strip() for loc in tree.iter(f"{spec}loc")]
-    if etree.QName(tree).localname == "sitemapindex" and depth < 3:
-        return [page for child in locs for page in _sitemap_locs(client, child, depth + 1)]
-    return locs
-
-
-def load_pages(sitemap_url: str) -> list[tuple[str, str, str]]:
-    """The peers' loader (``eval.peers.load_pages``) with two additions a careful user makes:
-    it follows a sitemap index to its gzip children, and a sitemap it cannot read fails the
-    run (``ListingError``) instead of listing nothing. As there, a page that does not answer
-    200 is left out: that is what the indexers' cleanup acts on.
-
-    Returns:
-        ``(final url, title, markdown)`` of every listed page robots.txt allows.
-    """
-    from urllib.parse import urljoin
-
-    import httpx
-    import trafilatura
-    from protego import Protego
-
-    from ragsync.extract import TRAFILATURA_OPTIONS
-
-    pages = []
-    with httpx.Client(follow_redirects=True, timeout=30) as client:
-        robots = client.get(urljoin(sitemap_url, "/robots.txt"))
-        rules = Protego.parse(robots.text if robots.status_code == 200 else "")
-        for url in _sitemap_locs(client, sitemap_url):
-            if not rules.can_fetch(url, "*"):
-                continue
-            response = client.get(url)
-            if response.status_code != 200:
-                continue
-            html = response.text
-            metadata = trafilatura.extract_metadata(html)
-            markdown = trafilatura.extract(html, url=url, **TRAFILATURA_OPTIONS)
-            if markdown:
-                title = (metadata.title or "") if metadata else ""
-                pages.append((str(response.url), title, markdown))
-    return pages
 
 
 # -- yardsticks ------------------------------------------------------------------------------

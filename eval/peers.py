@@ -57,13 +57,43 @@ class Model:
         return [vector.tolist() for vector in vectors]
 
 
+class ListingError(Exception):
+    """The loader could not read the sitemap (a non-200 answer or a document that is not a
+    sitemap): the peer's run fails before it touches its index."""
+
+
+def _sitemap_locs(client: Any, url: str, depth: int = 0) -> list[str]:
+    """Page URLs of the sitemap at ``url``, following a sitemap index to gzip children."""
+    import gzip
+
+    from lxml import etree
+
+    response = client.get(url)
+    if response.status_code != 200:
+        raise ListingError(f"sitemap {url}: HTTP {response.status_code}")
+    body = response.content
+    if body[:2] == b"\x1f\x8b":
+        body = gzip.decompress(body)
+    try:
+        tree = etree.fromstring(body)
+    except etree.XMLSyntaxError as exc:
+        raise ListingError(f"sitemap {url}: {exc}") from exc
+    spec = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
+    locs = [(loc.text or "").strip() for loc in tree.iter(f"{spec}loc")]
+    if etree.QName(tree).localname == "sitemapindex" and depth < 3:
+        return [page for child in locs for page in _sitemap_locs(client, child, depth + 1)]
+    return locs
+
+
 def load_pages(sitemap_url: str) -> list[tuple[str, str, str]]:
-    """``(final url, title, markdown)`` of every page the sitemap lists and robots.txt allows."""
+    """``(final url, title, markdown)`` of every page the sitemap (or its index's children)
+    lists and robots.txt allows. A page that does not answer 200 is left out (what the
+    indexers' cleanup acts on); a sitemap that cannot be read fails the run
+    (:class:`ListingError`) instead of listing nothing, as a careful user's loader would."""
     from urllib.parse import urljoin
 
     import httpx
     import trafilatura
-    from lxml import etree
     from protego import Protego
 
     from ragsync.extract import TRAFILATURA_OPTIONS
@@ -72,10 +102,7 @@ def load_pages(sitemap_url: str) -> list[tuple[str, str, str]]:
     with httpx.Client(follow_redirects=True, timeout=30) as client:
         robots = client.get(urljoin(sitemap_url, "/robots.txt"))
         rules = Protego.parse(robots.text if robots.status_code == 200 else "")
-        tree = etree.fromstring(client.get(sitemap_url).content)
-        spec = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
-        for loc in tree.iter(f"{spec}loc"):
-            url = (loc.text or "").strip()
+        for url in _sitemap_locs(client, sitemap_url):
             if not rules.can_fetch(url, "*"):
                 continue
             response = client.get(url)

@@ -16,11 +16,10 @@ from eval.faults import (
     MAINTENANCE,
     MAINTENANCE_SENTENCES,
     FaultInjector,
-    ListingError,
-    load_pages,
     true_point,
     wrongly_deleted,
 )
+from eval.peers import ListingError, load_pages
 
 
 @pytest.fixture
