@@ -86,19 +86,37 @@ class RunLock:
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
         self._depth = 0
+        self._since = ""
+        # Threads of this process (an asyncio app's arun() twice) exclude each other too.
+        self._guard = threading.RLock()
 
     def acquire(
         self, *, wait: bool = False, poll: float = 1.0, stop: threading.Event | None = None
     ) -> None:
-        """Take the lock (re-entrant within this object).
+        """Take the lock (re-entrant in the thread that holds it).
 
         Raises:
-            RunLocked: another process holds the state and ``wait`` is False (or ``stop`` was
-                set while waiting).
+            RunLocked: another process, or another thread of this one, holds the state and
+                ``wait`` is False (or ``stop`` was set while waiting).
         """
+        if not self._guard.acquire(blocking=wait):
+            raise RunLocked(self.state.path, [self._as_holder()])
         if self._depth:
             self._depth += 1
             return
+        try:
+            self._take(wait=wait, poll=poll, stop=stop)
+        except BaseException:
+            self._guard.release()
+            raise
+        self._depth = 1
+        self._since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self._stop.clear()
+        self._beat = threading.Thread(target=self._heartbeat, name="ragsync-run-lock", daemon=True)
+        self._beat.start()
+
+    def _take(self, *, wait: bool, poll: float, stop: threading.Event | None) -> None:
+        """The lease row, once no other process is in the way."""
         announced = False
         while True:
             now = self.clock()
@@ -123,23 +141,29 @@ class RunLock:
                 stop.wait(poll)
             else:
                 time.sleep(poll)
-        self._depth = 1
-        self._stop.clear()
-        self._beat = threading.Thread(target=self._heartbeat, name="ragsync-run-lock", daemon=True)
-        self._beat.start()
 
     def release(self) -> None:
-        """Give the lock back (the outermost release of a re-entrant hold)."""
+        """Give the lock back (the lease goes with the outermost release)."""
         if not self._depth:
             return
         self._depth -= 1
-        if self._depth:
-            return
-        self._stop.set()
-        if self._beat is not None:
-            self._beat.join(timeout=5)
-            self._beat = None
-        self.state.release_lease(self.name, self.owner)
+        if not self._depth:
+            self._stop.set()
+            if self._beat is not None:
+                self._beat.join(timeout=5)
+                self._beat = None
+            self.state.release_lease(self.name, self.owner)
+        self._guard.release()
+
+    def _as_holder(self) -> dict[str, Any]:
+        """This process, as :class:`RunLocked` names a holder."""
+        return {
+            "name": self.name,
+            "owner": self.owner,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started_at": self._since,
+        }
 
     @contextlib.contextmanager
     def held(self, *, wait: bool = False, stop: threading.Event | None = None) -> Iterator[RunLock]:

@@ -197,3 +197,37 @@ def test_a_dry_run_works_while_another_process_holds_the_state(tmp_path, site, e
     finally:
         other.release()
         syncer.close()
+
+
+def test_two_threads_of_one_process_never_interleave_either(two_handles):
+    """An asyncio app's `await syncer.arun()` twice: the second waits, or is refused."""
+    import threading
+
+    one, _ = two_handles
+    lock = RunLock(one)
+    lock.acquire()
+    lock.acquire()  # the holding thread may nest
+    outcome: list[str] = []
+
+    def second(wait: bool) -> None:
+        try:
+            lock.acquire(wait=wait)
+        except RunLocked as exc:
+            outcome.append(f"refused: {exc}")
+            return
+        outcome.append("taken")
+        lock.release()
+
+    refused = threading.Thread(target=second, args=(False,))
+    refused.start()
+    refused.join()
+    assert outcome[0].startswith("refused") and f"pid {os.getpid()}" in outcome[0]
+    waiting = threading.Thread(target=second, args=(True,))
+    waiting.start()
+    waiting.join(0.3)
+    assert waiting.is_alive()  # still waiting while the first thread holds it
+    lock.release()
+    lock.release()
+    waiting.join(5)
+    assert outcome[1:] == ["taken"]
+    assert one.live_leases(time.time()) == {}
