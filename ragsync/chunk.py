@@ -150,10 +150,10 @@ class Chunker:
             prefix = self._prefix(section.headings)
             for body in self._pack(prefix, section.blocks):
                 texts.append((section.headings, prefix + body))
-        if not texts:  # only headings (a page that is just its title): findable by them
-            headings = tuple(text for level, text in split_blocks(markdown) if level)[:1]
-            if headings:
-                texts.append((headings, self._prefix(headings).rstrip("\n")))
+        if not texts:  # only headings (a page that is just its title): findable by its title
+            title = next((text for level, text in split_blocks(markdown) if level), None)
+            if title:
+                texts.append(((title,), self._prefix((title,)).rstrip("\n")))
         return [
             Chunk(
                 index=i,

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 from ragsync.errors import ExtractError
-from ragsync.models import Extracted
+from ragsync.models import Extracted, media_type
 from ragsync.policy import TEXT_TYPES
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -132,9 +132,9 @@ TRAFILATURA_OPTIONS: dict[str, Any] = {
 }
 
 
-def media_type(content_type: str) -> str:
-    """The media type of a ``Content-Type`` value, parameters dropped: ``"text/html"``."""
-    return content_type.split(";", 1)[0].strip().lower()
+def line_title(markdown: str) -> str:
+    """The title of a text without markup of its own: its first line, ``#`` marks dropped."""
+    return markdown.split("\n", 1)[0].lstrip("# ").strip()
 
 
 def extract_response(body: bytes, content_type: str, url: str) -> Extracted:
@@ -161,8 +161,7 @@ def extract_response(body: bytes, content_type: str, url: str) -> Extracted:
     text = decode_body(body, content_type, url)
     if media_type(content_type) in TEXT_TYPES:
         markdown = normalize_markdown(text)
-        title = markdown.split("\n", 1)[0].lstrip("# ").strip() or url
-        return Extracted(title, markdown, content_hash(markdown), "text")
+        return Extracted(line_title(markdown) or url, markdown, content_hash(markdown), "text")
     return extract(text, url)
 
 

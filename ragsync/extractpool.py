@@ -41,8 +41,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from ragsync.errors import ExtractError
-from ragsync.extract import extract_response, media_type
-from ragsync.models import Extracted
+from ragsync.extract import extract_response
+from ragsync.models import Extracted, media_type
 from ragsync.policy import TEXT_TYPES
 
 DEFAULT_CPU_BUDGET = 30.0  # CPU seconds per page: twice the slowest real page measured (14 s

@@ -13,6 +13,12 @@ DocumentStatus = Literal["active", "suspected_missing", "tombstoned", "failing"]
 ChangeType = Literal["created", "updated", "removed", "restored"]
 OpKind = Literal["upsert", "delete", "set_payload"]
 
+
+def media_type(content_type: str) -> str:
+    """The media type of a ``Content-Type`` value, parameters dropped: ``"text/html"``."""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})  # RFC 9110 §15.4 (with Location)
 TEMPORARY_REDIRECTS = frozenset({302, 303, 307})  # 301 and 308 are permanent
 
@@ -119,7 +125,7 @@ class Response:
 
     @property
     def content_type(self) -> str:
-        return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        return media_type(self.headers.get("content-type", ""))
 
 
 @dataclass(frozen=True)

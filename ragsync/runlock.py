@@ -35,16 +35,21 @@ class RunLocked(StateError):
 
     def __init__(self, state_path: str, holders: list[dict[str, Any]]):
         self.holders = holders
-        names = []
-        for holder in holders[:3]:
-            what = "workers" if holder["name"].startswith("worker:") else "a run"
-            where = f"pid {holder['pid']} on {holder['host']}" if holder["pid"] else holder["owner"]
-            names.append(f"{what} ({where}, since {holder['started_at']})")
-        more = f" and {len(holders) - 3} more" if len(holders) > 3 else ""
-        self.held_by = f"{', '.join(names)}{more}"
         super().__init__(
-            f"{state_path}: held by {self.held_by}; nothing was done (wait for it, or use --wait)"
+            f"{state_path}: held by {describe(holders)}; nothing was done "
+            "(wait for it, or use --wait)"
         )
+
+
+def describe(holders: list[dict[str, Any]]) -> str:
+    """The holders of a state, as messages name them: "a run (pid 12 on host, since …)"."""
+    names = []
+    for holder in holders[:3]:
+        what = "workers" if holder["name"].startswith("worker:") else "a run"
+        where = f"pid {holder['pid']} on {holder['host']}" if holder["pid"] else holder["owner"]
+        names.append(f"{what} ({where}, since {holder['started_at']})")
+    more = f" and {len(holders) - 3} more" if len(holders) > 3 else ""
+    return ", ".join(names) + more
 
 
 def process_owner() -> str:
@@ -61,6 +66,8 @@ class RunLock:
         shared: workers' mode: many shared holders at once, never beside an exclusive one.
         lease: seconds the lock outlives a holder that stopped renewing it.
         clock: Unix time (tests pin it).
+        heartbeat: renew the lease from a thread of its own; a worker, whose heartbeat
+            already renews every lease it holds, passes False.
 
     Example::
 
@@ -76,8 +83,10 @@ class RunLock:
         shared: bool = False,
         lease: float = RUN_LEASE,
         clock: Callable[[], float] = time.time,
+        heartbeat: bool = True,
     ):
         self.state = state
+        self.heartbeat = heartbeat
         self.owner = owner or process_owner()
         self.shared = shared
         self.lease = lease
@@ -111,9 +120,12 @@ class RunLock:
             raise
         self._depth = 1
         self._since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        self._stop.clear()
-        self._beat = threading.Thread(target=self._heartbeat, name="ragsync-run-lock", daemon=True)
-        self._beat.start()
+        if self.heartbeat:
+            self._stop.clear()
+            self._beat = threading.Thread(
+                target=self._heartbeat, name="ragsync-run-lock", daemon=True
+            )
+            self._beat.start()
 
     def _take(self, *, wait: bool, poll: float, stop: threading.Event | None) -> None:
         """The lease row, once no other process is in the way."""
@@ -134,8 +146,7 @@ class RunLock:
             if not wait or (stop is not None and stop.is_set()):
                 raise RunLocked(self.state.path, holders)
             if not announced:
-                held = RunLocked(self.state.path, holders).held_by
-                log.warning("%s: held by %s; waiting for it", self.state.path, held)
+                log.warning("%s: held by %s; waiting for it", self.state.path, describe(holders))
                 announced = True
             if stop is not None:
                 stop.wait(poll)

@@ -524,14 +524,6 @@ class StateDB:
         args = [source_id, now, source_id, now, f"{source_id}:id:%"]
         return sorted((r["doc_key"], r["url"]) for r in self.db.query(sql, args))
 
-    def retries_due(self, source_id: str, now: str) -> set[str]:
-        """Pages of ``source_id`` whose retry time has come: due whatever their revisit time."""
-        sql = (
-            "select doc_key from fetch_attempts where source_id = ? and state = 'retrying' "
-            "and next_retry_at <= ?"
-        )
-        return {row["doc_key"] for row in self.db.query(sql, [source_id, now])}
-
     def oldest_due(self, now: str, source_id: str | None = None) -> str | None:
         """The earliest revisit time already passed (the lag of the schedule), if any."""
         sql = (
@@ -619,11 +611,21 @@ class StateDB:
 
     def held_back(self, source_id: str, now: str) -> set[str]:
         """Pages a normal run must not request: retry not yet due, dead letter, attention."""
-        sql = (
-            "select doc_key from fetch_attempts where source_id = ? and (state in "
-            "('dead', 'attention') or (state = 'retrying' and next_retry_at > ?))"
-        )
-        return {row["doc_key"] for row in self.db.query(sql, [source_id, now])}
+        return self.retry_gates(source_id, now)[0]
+
+    def retry_gates(self, source_id: str, now: str) -> tuple[set[str], set[str]]:
+        """``(held back, retry due)`` among the pages of ``source_id`` that failed: the pages a
+        normal run must not request (retry not yet due, dead letter, attention), and those
+        whose retry time has come (due whatever their revisit time)."""
+        held: set[str] = set()
+        due: set[str] = set()
+        sql = "select doc_key, state, next_retry_at from fetch_attempts where source_id = ?"
+        for row in self.db.query(sql, [source_id]):
+            if row["state"] in ("dead", "attention"):
+                held.add(row["doc_key"])
+            elif row["state"] == "retrying":
+                (due if (row["next_retry_at"] or "") <= now else held).add(row["doc_key"])
+        return held, due
 
     def record_missing(
         self, doc_key: str, *, count: int, since: str, evidence: list[dict[str, Any]], at: str
@@ -947,12 +949,7 @@ class StateDB:
                     [owner],
                 )
             )
-            gone = [
-                row
-                for row in rows
-                if row["lease_until"] < now
-                or (row["host"] == host and row["pid"] and not _process_alive(row["pid"]))
-            ]
+            gone = [row for row in rows if row["lease_until"] < now or _holder_dead(row, host)]
             for row in gone:
                 self.db.execute(
                     "delete from leases where name = ? and owner = ?", [row["name"], row["owner"]]
@@ -1340,10 +1337,7 @@ class StateDB:
             "order by started_at"
         ):
             holder = holders.get(row["owner"])
-            alive = holder is not None and not (
-                holder["host"] == host and holder["pid"] and not _process_alive(holder["pid"])
-            )
-            found.append({**row, "alive": alive})
+            found.append({**row, "alive": holder is not None and not _holder_dead(holder, host)})
         return found
 
     def interrupted_runs(self, limit: int = 5) -> list[dict[str, Any]]:
@@ -1410,15 +1404,18 @@ def _json_or_none(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def _process_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this machine."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+def _holder_dead(lease: Mapping[str, Any], host: str) -> bool:
+    """Whether a lease's holder was a process on ``host`` that no longer exists (its lease may
+    not have run out yet: a process on another machine can only be waited out)."""
+    if lease["host"] != host or not lease["pid"]:
         return False
-    except PermissionError:  # it exists, under another user
+    try:
+        os.kill(lease["pid"], 0)
+    except ProcessLookupError:
         return True
-    return True
+    except PermissionError:  # it exists, under another user
+        return False
+    return False
 
 
 def _utc_now() -> str:

@@ -36,7 +36,7 @@ from ragsync.dryrun import CountingEmbedder, NullStore
 from ragsync.embed import Embedder, embedder_from_config
 from ragsync.errors import ConfigError, ExtractError, FetchError, StoreError
 from ragsync.events import Dispatcher, outbox_rows
-from ragsync.extract import canonical_link, content_hash, normalize_markdown
+from ragsync.extract import canonical_link, content_hash, line_title, normalize_markdown
 from ragsync.extractpool import shared_pool
 from ragsync.fetch import Fetcher
 from ragsync.models import (
@@ -109,6 +109,15 @@ def _page_due(
     if next_check_at is None or next_check_at <= now:
         return True
     return bool(candidate.lastmod and candidate.lastmod > (lastmod_hint or ""))
+
+
+def _with_evidence(
+    document: dict[str, Any], *, at: str, status: int | None, reason: str
+) -> list[dict[str, Any]]:
+    """The document's evidence of absence (404s, unconfirmed moves, unlisted checks) with one
+    more observation; the last 20 are kept."""
+    evidence = json.loads(document["missing_evidence"] or "[]")
+    return [*evidence, {"at": at, "status": status, "reason": reason}][-20:]
 
 
 def _epoch(timestamp: str | None) -> float | None:
@@ -969,8 +978,7 @@ class Syncer:
             unlisted one is a known page a *complete* listing left out."""
             if not revalidate_all and not due_already:
                 now = iso(self.clock())
-                held = self.state.held_back(source.id, now)
-                retry = self.state.retries_due(source.id, now)
+                held, retry = self.state.retry_gates(source.id, now)
                 free = [item for item in work if item[0] not in held]
                 due = [item for item in free if item[0] in retry or _page_due(item, info, now)]
                 counters.held_back += len(work) - len(free)
@@ -1155,7 +1163,7 @@ class Syncer:
             return
         assert candidate.content is not None
         markdown = normalize_markdown(candidate.content)
-        title = candidate.title or markdown.split("\n", 1)[0].lstrip("# ").strip() or page.url
+        title = candidate.title or line_title(markdown) or page.url
         extracted = Extracted(title, markdown, content_hash(markdown), "record")
         document = page.document
         if (
@@ -1169,20 +1177,19 @@ class Syncer:
         page.chunks = self.chunker.chunk(markdown)
         page.kind = "changed"
 
-    def _identity(self, source: SourceConfig, response: Response) -> str | None:
-        """The canonical URL of what ``response`` holds: the final URL after redirects, or its
-        declared ``rel=canonical`` on the same host; None when that lies outside the source."""
+    @staticmethod
+    def _identity(source: SourceConfig, response: Response) -> tuple[str, str | None]:
+        """``(final, declared)``: the canonical form of the URL that answered (after
+        redirects), and the ``rel=canonical`` it declares on the same host, if any."""
         final = canonical_url(response.url, source.strip_params)
-        if response.status == 200 and response.content_type in HTML_TYPES:
-            declared = canonical_link(response.body, response.headers, response.url)
-            if declared:
-                try:
-                    declared = canonical_url(declared, source.strip_params)
-                except ValueError:
-                    declared = None
-                if declared and host_of(declared) == host_of(final):
-                    final = declared
-        return final if in_scope(final, source.include, source.exclude) else None
+        if response.status != 200 or response.content_type not in HTML_TYPES:
+            return final, None
+        declared = canonical_link(response.body, response.headers, response.url)
+        try:
+            declared = canonical_url(declared, source.strip_params) if declared else None
+        except ValueError:
+            return final, None
+        return final, declared if declared and host_of(declared) == host_of(final) else None
 
     def _canonical_target(
         self, source: SourceConfig, declared: str, fetcher: PoliteFetcher
@@ -1232,11 +1239,11 @@ class Syncer:
             )
             return
         if verdict in ("content", "not_modified") and ":id:" not in page.doc_key:
-            identity = self._identity(source, response)
-            if identity is None:
+            own, declared = self._identity(source, response)
+            identity = declared or own
+            if not in_scope(identity, source.include, source.exclude):
                 page.kind, page.reason = "missing", f"redirects out of the source to {response.url}"
                 return
-            own = canonical_url(response.url, source.strip_params)
             if verdict == "content" and identity != own:
                 # A declared rel=canonical: this body is not the target's (a redirect stub,
                 # a print version), so the target's own response is the content, with its
@@ -1409,8 +1416,7 @@ class Syncer:
         assert document is not None
         count, since = page.move_step
         reason = f"redirects permanently to {page.moved_to}"
-        evidence = json.loads(document["missing_evidence"] or "[]")
-        evidence = [*evidence, {"at": now, "status": page.status, "reason": reason}][-20:]
+        evidence = _with_evidence(document, at=now, status=page.status, reason=reason)
         self.state.record_missing(
             page.doc_key,
             count=count,
@@ -1447,11 +1453,9 @@ class Syncer:
         if "status" not in old:  # a URL never indexed under its own key
             self.state.add_alias(alias)
             return
-        evidence = json.loads(old["missing_evidence"] or "[]")
-        evidence = [*evidence, {"at": now, "status": page.status, "reason": f"moved to {page.url}"}]
-        self._tombstone(
-            source, old, f"moved to {page.url}", evidence, now, run_id, counters, aliases=[alias]
-        )
+        reason = f"moved to {page.url}"
+        evidence = _with_evidence(old, at=now, status=page.status, reason=reason)
+        self._tombstone(source, old, reason, evidence, now, run_id, counters, aliases=[alias])
 
     def _revisit(self, source: SourceConfig, page: _Page, *, changed: bool) -> dict[str, Any]:
         """When to check this page again: sooner after a change, later after none."""
@@ -1733,8 +1737,7 @@ class Syncer:
             confirmations=source.missing_confirmations,
             grace=source.missing_grace,
         )
-        evidence = json.loads(document["missing_evidence"] or "[]")
-        evidence = [*evidence, {"at": now, "status": page.status, "reason": reason}][-20:]
+        evidence = _with_evidence(document, at=now, status=page.status, reason=reason)
         since_iso = iso(datetime.fromtimestamp(since, UTC))
         if not tombstone:
             log.info(

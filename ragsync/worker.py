@@ -85,7 +85,10 @@ class Worker:
         syncer.journal_lease = self.holding
         syncer.claim_page = self.claim_page
         # Workers share the state with each other, never with a pass (README "Run lock").
-        self.run_lock = RunLock(self.state, owner=self.id, shared=True, lease=lease)
+        # Its lease is renewed by the worker's own heartbeat, with every other lease it holds.
+        self.run_lock = RunLock(
+            self.state, owner=self.id, shared=True, lease=lease, heartbeat=False
+        )
 
     # -- leases -----------------------------------------------------------------------------
 

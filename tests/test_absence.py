@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 
 import pytest
-from conftest import Clock, example_pages, make_config, sentences
+from conftest import Clock, example_pages, make_config, sentences, sitemap_source
 
 from ragsync.devsite import DevSite
 from ragsync.sync import Syncer
@@ -26,7 +26,7 @@ def world(tmp_path, embedder):
     made: list[Syncer] = []
 
     def build(source: dict | None = None, **tables) -> Syncer:
-        source = source or {"id": "docs", "kind": "sitemap", "url": site.base_url + "/sitemap.xml"}
+        source = source or sitemap_source(site)
         config = make_config(tmp_path / f"s{len(made)}", [source], **tables)
         made.append(Syncer(config, embedder=embedder, clock=clock))
         return made[-1]
@@ -220,14 +220,7 @@ def test_a_permanent_redirect_moves_the_record_only_once_confirmed(world, embedd
 def test_an_alias_is_reverified_and_a_url_serving_its_own_page_again_comes_back(world, embedder):
     site, clock, build = world
     syncer = build(
-        {
-            "id": "docs",
-            "kind": "sitemap",
-            "url": site.base_url + "/sitemap.xml",
-            "missing_confirmations": 1,
-            "missing_grace": "0s",
-            "max_interval": "6h",
-        }
+        sitemap_source(site, missing_confirmations=1, missing_grace="0s", max_interval="6h")
     )
     syncer.run()
     before = points_by_url(syncer)
@@ -271,14 +264,7 @@ def test_an_unreadable_urls_file_prunes_nothing(world, embedder, tmp_path):
 
 def test_a_listing_over_max_urls_is_cut_and_proves_nothing(world, embedder):
     site, clock, build = world
-    syncer = build(
-        {
-            "id": "docs",
-            "kind": "sitemap",
-            "url": site.base_url + "/sitemap.xml",
-            "max_urls": 2,
-        }
-    )
+    syncer = build(sitemap_source(site, max_urls=2))
     syncer.run()
     result = syncer.run()
     assert result.counters.listings_incomplete == 1

@@ -19,7 +19,7 @@ FAST_RETRIES = {"retry_base": "0.05s", "retry_cap": "0.2s", "max_pause_wait": "5
 def syncer_for(tmp_path, site, embedder, name="s", clock=None, fetch=None, **source):
     config = make_config(
         tmp_path / name,
-        [{"id": "docs", "kind": "sitemap", "url": site.base_url + "/sitemap.xml", **source}],
+        [sitemap_source(site, **source)],
         fetch={**FAST_RETRIES, **(fetch or {})},
     )
     return Syncer(config, embedder=embedder, clock=clock)
