@@ -443,14 +443,14 @@ def events(
     config_path: str, dead: bool, replay_id: str | None, replay_dead: bool, as_json: bool
 ) -> None:
     """Outbound change events: pending, delivered, dead; replay the dead letter."""
-    from datetime import UTC, datetime
 
-    from ragsync.sync import Syncer, iso
+    from ragsync.clock import iso, utc_now
+    from ragsync.sync import Syncer
 
     with Syncer.from_config(config_path) as syncer:
         if replay_id or replay_dead:
             count = syncer.state.replay_events(
-                event_id=replay_id, dead=replay_dead, at=iso(datetime.now(UTC))
+                event_id=replay_id, dead=replay_dead, at=iso(utc_now())
             )
             delivered = syncer.deliver_events()
             click.echo(f"requeued {count} event(s); delivered {delivered} now", err=True)

@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 from standardwebhooks.webhooks import Webhook
 
+from ragsync.clock import iso
 from ragsync.config import EventConfig, resolve_env
 from ragsync.errors import ConfigError
 from ragsync.policy import retry_after_seconds, retry_delay
@@ -33,10 +34,6 @@ from ragsync.transport import deadline as request_deadline
 
 log = logging.getLogger("ragsync")
 DIFF_EXCERPT = 2000
-
-
-def _iso(moment: float) -> str:
-    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def matches(endpoint: EventConfig, change: dict[str, Any]) -> bool:
@@ -147,7 +144,7 @@ class Dispatcher:
         stop = self.now() + deadline
         delivered = 0
         while self.now() < stop:
-            due = self.state.due_events(_iso(self.now()))
+            due = self.state.due_events(iso(self.now()))
             if not due:
                 break
             for row in due:
@@ -195,7 +192,7 @@ class Dispatcher:
         if status is not None and 200 <= status < 300:
             self.state.update_event(
                 row["seq"],
-                {"state": "delivered", "attempts": attempts, "delivered_at": _iso(self.now())},
+                {"state": "delivered", "attempts": attempts, "delivered_at": iso(self.now())},
             )
             return 1
         retryable = status is None or status >= 500 or status in (408, 429)
@@ -214,7 +211,7 @@ class Dispatcher:
             {
                 "attempts": attempts,
                 "last_error": error,
-                "next_attempt_at": _iso(self.now() + delay),
+                "next_attempt_at": iso(self.now() + delay),
             },
         )
         return 0

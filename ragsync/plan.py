@@ -13,8 +13,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from ragsync.identity import point_id
 from ragsync.models import Chunk, ChunkPlan, StoredChunk
-from ragsync.state import point_id
 
 DIFF_LIMIT = 20_000
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
+from ragsync.clock import iso
 from ragsync.fetch import Fetcher
 from ragsync.models import Response
 from ragsync.policy import rate_limit_pause, retry_after_seconds
@@ -231,7 +232,7 @@ class SharedHostGate:
             self.state.set_crawl_delay(host, float(seconds))
 
     def pause(self, host: str, seconds: float) -> float:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._now()))
+        stamp = iso(self._now())
         return float(
             self.state.pause_host_at_least(
                 host, self._now() + seconds, f"paused by worker {self.owner}", stamp

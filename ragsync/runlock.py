@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ragsync.clock import iso
 from ragsync.errors import StateError
 
 log = logging.getLogger("ragsync")
@@ -119,7 +120,7 @@ class RunLock:
             self._guard.release()
             raise
         self._depth = 1
-        self._since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self._since = iso(time.time())
         if self.heartbeat:
             self._stop.clear()
             self._beat = threading.Thread(

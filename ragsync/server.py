@@ -25,7 +25,6 @@ import signal
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
@@ -36,10 +35,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from ragsync.clock import iso, parse_iso, utc_now
 from ragsync.config import Config, resolve_env
 from ragsync.models import Counters
 from ragsync.runlock import RunLocked
-from ragsync.sync import Syncer, iso
+from ragsync.sync import Syncer
 
 log = logging.getLogger("ragsync")
 MAX_BODY = 1024 * 1024
@@ -143,7 +143,7 @@ def create_app(config: Config, worker: Worker | None = None) -> Starlette:
             record_ids=ids,
             reason="webhook",
             delivery_id=delivery,
-            at=iso(datetime.now(UTC)),
+            at=iso(utc_now()),
         )
         if queued is None:
             return JSONResponse({"duplicate": True, "queued": 0}, 200)
@@ -163,8 +163,8 @@ def create_app(config: Config, worker: Worker | None = None) -> Starlette:
         queue_depth.set(reader.state.queue_depth())
         oldest = min((reader.state.oldest_check(s.id) or "" for s in config.sources), default="")
         if oldest:
-            moment = datetime.fromisoformat(oldest.replace("Z", "+00:00"))
-            lag.set((datetime.now(UTC) - moment).total_seconds())
+            moment = parse_iso(oldest)
+            lag.set((utc_now() - moment).total_seconds())
         last_ok.set(1 if worker.last_ok else 0)
         return PlainTextResponse(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 

@@ -19,7 +19,6 @@ import os
 import sqlite3
 import threading
 import time
-import uuid
 import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -28,6 +27,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from ragsync.clock import iso
 from ragsync.config import StateConfig, resolve_env
 from ragsync.errors import StateError
 from ragsync.models import StoredChunk, StoreOp
@@ -319,17 +319,6 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
 )
 
 
-def point_id(doc_key: str, chunk_hash: str, model_id: str, occurrence: int = 0) -> str:
-    """Deterministic vector point id: uuid5 over (record key, chunk hash, model id).
-
-    ``occurrence`` tells apart identical chunk texts within one document.
-    """
-    name = f"{doc_key}\n{chunk_hash}\n{model_id}"
-    if occurrence:
-        name += f"\n{occurrence}"
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
-
-
 class StateDB:
     """The ragsync state DB: a SQLite file at ``target`` (``":memory:"`` for tests), or a
     PostgreSQL database when ``target`` is a ``postgresql://`` URL.
@@ -436,7 +425,7 @@ class StateDB:
             for name, migration in MIGRATIONS:
                 if name not in done:
                     migration(self.db)
-                    table.insert({"name": name, "applied_at": _utc_now()})
+                    table.insert({"name": name, "applied_at": iso(time.time())})
                     applied.append(name)
         return applied
 
@@ -966,7 +955,7 @@ class StateDB:
                 "values (?, ?, ?, ?, ?, ?) on conflict (name) do update set "
                 "owner = excluded.owner, lease_until = excluded.lease_until, "
                 "host = excluded.host, pid = excluded.pid, started_at = excluded.started_at",
-                [name, owner, until, host, pid, _utc_now()],
+                [name, owner, until, host, pid, iso(time.time())],
             )
             self.close_orphan_runs(now)
         return []
@@ -991,7 +980,7 @@ class StateDB:
                 "update runs set status = 'interrupted', ok = 0, finished_at = ? "
                 "where status = 'running' and (owner is null or owner not in "
                 "(select owner from leases where lease_until >= ?))",
-                [_utc_now(), now],
+                [iso(time.time()), now],
             )
         return cursor.rowcount
 
@@ -1416,7 +1405,3 @@ def _holder_dead(lease: Mapping[str, Any], host: str) -> bool:
     except PermissionError:  # it exists, under another user
         return False
     return False
-
-
-def _utc_now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ragsync.chunk import Chunker
+from ragsync.clock import Clock, epoch, iso, parse_iso
 from ragsync.config import Config, SourceConfig, load_config, parse_duration
 from ragsync.discovery import DiscoveryContext
 from ragsync.dryrun import CountingEmbedder, NullStore
@@ -77,7 +78,6 @@ from ragsync.verify import VerifyReport, compare
 
 log = logging.getLogger("ragsync")
 
-Clock = Callable[[], datetime]
 PageKind = Literal[
     "disallowed",
     "deferred",
@@ -118,15 +118,6 @@ def _with_evidence(
     more observation; the last 20 are kept."""
     evidence = json.loads(document["missing_evidence"] or "[]")
     return [*evidence, {"at": at, "status": status, "reason": reason}][-20:]
-
-
-def _epoch(timestamp: str | None) -> float | None:
-    return datetime.fromisoformat(timestamp).timestamp() if timestamp else None
-
-
-def iso(moment: datetime) -> str:
-    """UTC timestamp as ``2026-11-30T02:03:04.123456Z`` (sorts as text)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass
@@ -406,7 +397,7 @@ class Syncer:
             next_due = self.state.next_due()
             wait = max_sleep
             if next_due:
-                moment = datetime.fromisoformat(next_due.replace("Z", "+00:00"))
+                moment = parse_iso(next_due)
                 wait = min(max_sleep, max(1.0, (moment - self.clock()).total_seconds()))
             if self.state.queue_depth():
                 wait = 1.0
@@ -798,9 +789,7 @@ class Syncer:
             "work_queue": self.state.work_depth(),
             "leases": self.state.live_leases(now),
             "host_pauses": {
-                host: iso(datetime.fromtimestamp(until, UTC))
-                for host, until in self.state.host_pauses().items()
-                if until > now
+                host: iso(until) for host, until in self.state.host_pauses().items() if until > now
             },
         }
 
@@ -808,7 +797,7 @@ class Syncer:
         oldest_due = self.state.oldest_due(iso(self.clock()), source_id)
         if not oldest_due:
             return 0.0
-        moment = datetime.fromisoformat(oldest_due.replace("Z", "+00:00"))
+        moment = parse_iso(oldest_due)
         return round(max(0.0, (self.clock() - moment).total_seconds()), 1)
 
     def verify(self, *, repair: bool = False) -> VerifyReport:
@@ -1367,7 +1356,7 @@ class Syncer:
             if old is not None and old["status"] != "tombstoned":
                 count, since, confirmed = missing_step(
                     old["missing_count"] or 0,
-                    _epoch(old["missing_since"]),
+                    epoch(old["missing_since"]),
                     moment,
                     confirmations=source.missing_confirmations,
                     grace=source.missing_grace,
@@ -1420,7 +1409,7 @@ class Syncer:
         self.state.record_missing(
             page.doc_key,
             count=count,
-            since=iso(datetime.fromtimestamp(since, UTC)),
+            since=iso(since),
             evidence=evidence,
             at=now,
         )
@@ -1690,7 +1679,7 @@ class Syncer:
             state = "refused"  # binary, oversized, redirect loop, empty: retried next run
         if retry_at is not None:
             counters.retries_scheduled += 1
-        next_retry_at = iso(datetime.fromtimestamp(retry_at, UTC)) if retry_at else None
+        next_retry_at = iso(retry_at) if retry_at else None
         self.state.record_failure(
             page.doc_key,
             page.url,
@@ -1732,13 +1721,13 @@ class Syncer:
             return
         count, since, tombstone = missing_step(
             document["missing_count"] or 0,
-            _epoch(document["missing_since"]),
+            epoch(document["missing_since"]),
             self.clock().timestamp(),
             confirmations=source.missing_confirmations,
             grace=source.missing_grace,
         )
         evidence = _with_evidence(document, at=now, status=page.status, reason=reason)
-        since_iso = iso(datetime.fromtimestamp(since, UTC))
+        since_iso = iso(since)
         if not tombstone:
             log.info(
                 "%s: %s (suspected missing %d/%d, content kept)",

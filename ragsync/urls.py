@@ -93,11 +93,6 @@ def require_http_url(value: str, key: str) -> None:
         raise ConfigError(f"must be an http(s) URL, got {value!r}", key=key)
 
 
-def record_key(source_id: str, url: str) -> str:
-    """The stable identity of a page within a source: ``source_id`` + canonical URL."""
-    return f"{source_id}:{canonical_url(url)}"
-
-
 def host_of(url: str) -> str:
     """``scheme://host[:port]`` of ``url``: the unit of robots.txt and politeness."""
     parts = urlsplit(url)

@@ -36,12 +36,13 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from ragsync.clock import iso
 from ragsync.errors import ConfigError
 from ragsync.fetch import Fetcher
 from ragsync.models import SyncResult, work_candidate
 from ragsync.politeness import PoliteFetcher, SharedHostGate
 from ragsync.runlock import RunLock, RunLocked
-from ragsync.sync import EVENTS_DEADLINE, WINDOW_PAGES, Syncer, iso
+from ragsync.sync import EVENTS_DEADLINE, WINDOW_PAGES, Syncer
 
 log = logging.getLogger("ragsync.worker")
 

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from ragsync.urls import canonical_url, in_scope, record_key
+from ragsync.identity import record_key
+from ragsync.urls import canonical_url, in_scope
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,37 @@
+"""Identity in one place: record keys and vector point ids.
+
+A record is a source's page (or API record) under its canonical URL; a point is one chunk of a
+record embedded with one model. Both are pure functions of their inputs, so a re-run computes
+the same ids (README "Architecture": identity).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+from ragsync.urls import canonical_url
+
+
+def record_key(source_id: str, url: str, strip_params: Iterable[str] = ()) -> str:
+    """The state DB key of a source's page: ``<source id>:<canonical URL>``.
+
+    >>> record_key("docs", "HTTPS://Example.org:443/a?utm_source=x#top")
+    'docs:https://example.org/a'
+    """
+    return f"{source_id}:{canonical_url(url, strip_params)}"
+
+
+def point_id(doc_key: str, chunk_hash: str, model_id: str, occurrence: int = 0) -> str:
+    """Deterministic vector point id: uuid5 over (record key, chunk hash, model id).
+
+    ``occurrence`` tells apart identical chunk texts within one document.
+
+        >>> point_id("docs:https://example.org/a", "ab12", "m") == point_id(
+        ...     "docs:https://example.org/a", "ab12", "m")
+        True
+    """
+    name = f"{doc_key}\n{chunk_hash}\n{model_id}"
+    if occurrence:
+        name += f"\n{occurrence}"
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
