@@ -1,17 +1,69 @@
-"""Parts that let `ragsync plan` run the real sync path while writing nothing real.
+"""`ragsync plan`, the dry run: the real sync path, writing nothing real.
 
-The plan runs :meth:`ragsync.sync.Syncer.run` against a throwaway copy of the state DB, a vector
-store that keeps nothing and an embedder that only counts (texts and model tokens) — so what it
-reports is what the next `run` does, by construction, without loading the model.
+The dry run is a pass (:func:`ragsync.pipeline.runs.run_pass`) against a throwaway copy of the
+state DB, a vector store that keeps nothing and an embedder that only counts (texts and model
+tokens) — so what it reports is what the next `run` does, by construction, without loading the
+model.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import tempfile
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
+from ragsync.config import SourceConfig
 from ragsync.embed import Embedder
-from ragsync.models import Hit
+from ragsync.models import Change, Hit
+from ragsync.pipeline.context import Engine
+from ragsync.pipeline.runs import run_pass
+from ragsync.runlock import RunLock
+
+
+def dry_run(
+    engine: Engine, sources: list[SourceConfig], *, revalidate_all: bool = False
+) -> dict[str, Any]:
+    """What a pass would do now; see :meth:`ragsync.sync.Syncer.plan`."""
+    counting = CountingEmbedder(engine.embedder)
+    with tempfile.TemporaryDirectory(prefix="ragsync-plan-") as folder:
+        copy = engine.state.copy_to(Path(folder) / "state.db")
+        copy.drop_leases()  # the copy is this dry run's alone, whoever holds the real one
+        dry = Engine(
+            dataclasses.replace(engine.config, events=()),
+            copy,
+            embedder=counting,
+            store=NullStore(),
+            transport=engine.transport,
+            clock=engine.clock,
+        )
+        try:
+            lock = RunLock(copy)
+            with lock.held(wait=False):
+                result = run_pass(dry, sources, owner=lock.owner, revalidate_all=revalidate_all)
+            documents = [
+                {
+                    "url": change.url,
+                    "doc_key": change.doc_key,
+                    "change": change.change_type,
+                    "chunks_added": change.chunks_added,
+                    "chunks_removed": change.chunks_removed,
+                    "chunks_kept": change.chunks_kept,
+                }
+                for change in map(Change.from_row, copy.changes())
+                if change.run_id == result.run_id
+            ]
+        finally:
+            dry.close()
+    report = result.to_dict()
+    return {
+        "ok": report["ok"],
+        "counters": report["counters"],
+        "sources": report["sources"],
+        "embedding": {"texts": counting.texts, "tokens": counting.tokens},
+        "documents": documents,
+    }
 
 
 class CountingEmbedder:

@@ -35,3 +35,12 @@ def point_id(doc_key: str, chunk_hash: str, model_id: str, occurrence: int = 0) 
     if occurrence:
         name += f"\n{occurrence}"
     return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
+
+
+def api_record_key(source_id: str, record_id: str) -> str:
+    """The state DB key of an API record: the provider's id, not a URL.
+
+    >>> api_record_key("tickets", "42")
+    'tickets:id:42'
+    """
+    return f"{source_id}:id:{record_id}"

@@ -6,10 +6,20 @@ import json
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Literal
 from urllib.parse import urljoin, urlsplit
 
-DocumentStatus = Literal["active", "suspected_missing", "tombstoned", "failing"]
+
+class DocumentStatus(StrEnum):
+    """A record's status in the state DB (the stored values)."""
+
+    ACTIVE = "active"
+    SUSPECTED_MISSING = "suspected_missing"
+    TOMBSTONED = "tombstoned"
+    FAILING = "failing"
+
+
 ChangeType = Literal["created", "updated", "removed", "restored"]
 OpKind = Literal["upsert", "delete", "set_payload"]
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Literal
@@ -183,3 +185,74 @@ def coverage_gaps(windows: list[tuple[str, str]]) -> list[tuple[str, str]]:
             gaps.append((covered_to, start))
         covered_to = end if covered_to is None else max(covered_to, end)
     return gaps
+
+
+@dataclass(frozen=True)
+class FailureStep:
+    """What one more failed check of a page means (see :func:`failure_step`).
+
+    Attributes:
+        state: the page's attempt state: ``retrying``, ``dead`` (the dead letter),
+            ``attention`` (401/403: no blind retry) or ``refused`` (retried next run).
+        counter: the run counter the failure adds to.
+        retry_at: Unix time of the next attempt (``retrying`` only).
+        keep_body: keep the response body for diagnosis (a parse failure).
+    """
+
+    state: str
+    counter: str
+    retry_at: float | None = None
+    keep_body: bool = False
+
+
+def failure_step(
+    verdict: str | None,
+    *,
+    transient: bool,
+    attempts: int,
+    now: float,
+    pause_until: float | None,
+    retry_attempts: int,
+    retry_base: float,
+    retry_cap: float,
+    draw: Callable[[], float],
+) -> FailureStep:
+    """The attempt state after the ``attempts``-th failed check of a page (its last good
+    content is never touched, README "Failures never cost good data"). ``draw`` gives the
+    backoff's uniform random number, drawn only when a backoff is computed.
+
+    Rate limits and temporary redirects never send a page to the dead letter; other transient
+    failures do after ``retry_attempts``.
+
+    Example::
+
+        >>> failure_step("rate_limited", transient=True, attempts=9, now=0.0, pause_until=30.0,
+        ...     retry_attempts=3, retry_base=60, retry_cap=3600, draw=lambda: 0.5)
+        FailureStep(state='retrying', counter='responses_429', retry_at=30.0, keep_body=False)
+        >>> failure_step("retry", transient=True, attempts=3, now=0.0, pause_until=None,
+        ...     retry_attempts=3, retry_base=60, retry_cap=3600, draw=lambda: 0.5).state
+        'dead'
+        >>> failure_step("parse_failure", transient=False, attempts=1, now=0.0,
+        ...     pause_until=None, retry_attempts=3, retry_base=60, retry_cap=3600, draw=lambda: 0.5)
+        FailureStep(state='refused', counter='parse_failures', retry_at=None, keep_body=True)
+    """
+    if verdict == "rate_limited":
+        return FailureStep("retrying", "responses_429", pause_until or now + retry_base)
+
+    def backoff() -> float:
+        return retry_delay(attempts, base=retry_base, cap=retry_cap, draw=draw())
+
+    if verdict == "temporary_redirect":
+        # A server saying "elsewhere, for now" (a maintenance window): never the dead letter,
+        # and never a move; the page is asked again with backoff.
+        return FailureStep("retrying", "temporary_redirects", now + backoff())
+    if verdict == "needs_attention":
+        return FailureStep("attention", "fetch_errors")
+    if transient and attempts >= retry_attempts:
+        return FailureStep("dead", "fetch_errors")
+    if transient:
+        return FailureStep("retrying", "fetch_errors", max(now + backoff(), pause_until or 0.0))
+    if verdict == "parse_failure":
+        return FailureStep("refused", "parse_failures", keep_body=True)
+    # Binary, oversized, a redirect loop, empty: retried next run.
+    return FailureStep("refused", "fetch_errors")

@@ -11,7 +11,7 @@ A hook is authenticated per source (``webhook_secret``) by Standard Webhooks hea
 5 minutes are refused) or GitHub's ``X-Hub-Signature-256``; a delivery id seen before is
 ignored (remembered in the state DB); bodies over 1 MiB are refused; URLs outside the source's
 scope are refused with 422 (no request forgery through the hook). Accepted work is committed
-to the state DB's queue before the 202 answer, and the sync worker drains the queue first.
+to the state DB's queue before the 202 answer, and the sync loop drains the queue first.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from starlette.routing import Route
 from ragsync.clock import iso, parse_iso, utc_now
 from ragsync.config import Config, resolve_env
 from ragsync.models import Counters
+from ragsync.pipeline.targets import owns
 from ragsync.runlock import RunLocked
 from ragsync.sync import Syncer
 
@@ -46,7 +47,7 @@ MAX_BODY = 1024 * 1024
 
 
 @dataclass
-class Worker:
+class ServeLoop:
     """The sync loop of `serve`: a pass whenever something is due (targeted work at once)."""
 
     config: Config
@@ -93,9 +94,9 @@ def verify_hook(secret: str, body: bytes, headers: dict[str, str]) -> str | None
     return None
 
 
-def create_app(config: Config, worker: Worker | None = None) -> Starlette:
-    """The ASGI app of `ragsync serve` (the worker is started by the app's lifespan)."""
-    worker = worker or Worker(config)
+def create_app(config: Config, loop: ServeLoop | None = None) -> Starlette:
+    """The ASGI app of `ragsync serve` (its sync loop is started by the app's lifespan)."""
+    loop = loop or ServeLoop(config)
     reader = Syncer(config)  # its own state connection, used from the event loop only
     registry = CollectorRegistry()
     totals = {
@@ -134,7 +135,7 @@ def create_app(config: Config, worker: Worker | None = None) -> Starlette:
             return JSONResponse(
                 {"error": 'body must be JSON: {"urls": [...]} or {"ids": [...]}'}, 400
             )
-        outside = [url for url in urls if not reader.owns(source, url)]
+        outside = [url for url in urls if not owns(source, url)]
         if outside:
             return JSONResponse({"error": "outside the source's scope", "urls": outside}, 422)
         queued = reader.state.enqueue_targets(
@@ -147,14 +148,14 @@ def create_app(config: Config, worker: Worker | None = None) -> Starlette:
         )
         if queued is None:
             return JSONResponse({"duplicate": True, "queued": 0}, 200)
-        worker.wake.set()
+        loop.wake.set()
         return JSONResponse({"queued": queued}, 202)
 
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"ok": True, "runs": worker.runs, "last_run_ok": worker.last_ok})
+        return JSONResponse({"ok": True, "runs": loop.runs, "last_run_ok": loop.last_ok})
 
     async def metrics(request: Request) -> Response:
-        current = worker.counters.as_dict()
+        current = loop.counters.as_dict()
         for name, value in current.items():
             delta = value - getattr(exported, name)
             if delta > 0:
@@ -165,23 +166,23 @@ def create_app(config: Config, worker: Worker | None = None) -> Starlette:
         if oldest:
             moment = parse_iso(oldest)
             lag.set((utc_now() - moment).total_seconds())
-        last_ok.set(1 if worker.last_ok else 0)
+        last_ok.set(1 if loop.last_ok else 0)
         return PlainTextResponse(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     async def status(request: Request) -> Response:
-        # The sync worker owns the store: the daemon's status does not open it.
+        # The sync loop owns the store: the daemon's status does not open it.
         return JSONResponse(reader.status(count_points=False))
 
     thread: dict[str, Any] = {}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        thread["worker"] = threading.Thread(target=worker.loop, name="ragsync-sync", daemon=True)
-        thread["worker"].start()
+        thread["loop"] = threading.Thread(target=loop.loop, name="ragsync-sync", daemon=True)
+        thread["loop"].start()
         yield
-        worker.stop.set()
-        worker.wake.set()
-        thread["worker"].join(timeout=30)  # a pass in flight finishes or is replayed later
+        loop.stop.set()
+        loop.wake.set()
+        thread["loop"].join(timeout=30)  # a pass in flight finishes or is replayed later
         reader.close()
 
     return Starlette(

@@ -40,9 +40,21 @@ from ragsync.clock import iso
 from ragsync.errors import ConfigError
 from ragsync.fetch import Fetcher
 from ragsync.models import SyncResult, work_candidate
+from ragsync.pipeline.context import Pass
+from ragsync.pipeline.journal import apply_journal
+from ragsync.pipeline.runs import (
+    EVENTS_DEADLINE,
+    finish_run,
+    list_source,
+    merge,
+    source_due,
+    start_run,
+)
+from ragsync.pipeline.source import WINDOW_PAGES, SourceSync
+from ragsync.pipeline.targets import by_source, drain_targets
 from ragsync.politeness import PoliteFetcher, SharedHostGate
 from ragsync.runlock import RunLock, RunLocked
-from ragsync.sync import EVENTS_DEADLINE, WINDOW_PAGES, Syncer
+from ragsync.sync import Syncer
 
 log = logging.getLogger("ragsync.worker")
 
@@ -75,16 +87,16 @@ class Worker:
         if lease <= 0 or batch <= 0:
             raise ConfigError("worker: lease and batch must be positive")
         self.syncer = syncer
+        self.engine = syncer.engine
         self.state = syncer.state
         self.config = syncer.config
         self.id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.lease = lease
         self.batch = batch
         self.poll = poll
-        self._events: Any = None
         self._extra_claims: list[str] = []
-        syncer.journal_lease = self.holding
-        syncer.claim_page = self.claim_page
+        self.engine.journal_lease = self.holding
+        self.engine.claim_page = self.claim_page
         # Workers share the state with each other, never with a pass (README "Run lock").
         # Its lease is renewed by the worker's own heartbeat, with every other lease it holds.
         self.run_lock = RunLock(
@@ -114,7 +126,7 @@ class Worker:
             self.id,
             now=now,
             until=now + self.lease,
-            at=iso(self.syncer.clock()),
+            at=self.engine.now(),
         ):
             return False
         self._extra_claims.append(doc_key)
@@ -136,7 +148,7 @@ class Worker:
         try:
             self.run_lock.acquire(wait=True, stop=stop)  # a pass holds the state: wait for it
         except RunLocked:  # stopped while waiting: nothing was done
-            now = iso(self.syncer.clock())
+            now = self.engine.now()
             return SyncResult(run_id=f"w-{self.id}", started_at=now, finished_at=now)
         try:
             return self._run(until_idle=until_idle, stop=stop)
@@ -144,8 +156,8 @@ class Worker:
             self.run_lock.release()
 
     def _run(self, *, until_idle: bool, stop: threading.Event) -> SyncResult:
-        config = self.config
-        plain = Fetcher(config.fetch, transport=self.syncer._transport)
+        engine, config = self.engine, self.config
+        plain = Fetcher(config.fetch, transport=engine.transport)
         gate = SharedHostGate(
             self.state,
             owner=self.id,
@@ -155,86 +167,84 @@ class Worker:
             slot_lease=2 * config.fetch.timeout + 30,
         )
         fetcher = PoliteFetcher(plain, gate, default_pause=config.fetch.retry_base)
-        self._events = self.syncer._dispatcher()  # before any work: a bad secret fails fast
-        result = self.syncer._start_run("w", owner=self.id)
+        dispatcher = engine.dispatcher()  # before any work: a bad secret fails fast
+        run = Pass(engine, fetcher, start_run(engine, tag="w-", owner=self.id), dispatcher)
         beating = threading.Event()
         heart = threading.Thread(target=self._heartbeat, args=(beating,), daemon=True)
         heart.start()
         log.info("worker %s started", self.id)
         try:
             while not stop.is_set():
-                if self.step(fetcher, result):
+                if self.step(run):
                     continue
                 if until_idle and self.idle():
                     break
                 stop.wait(self.poll)
-            result.ok = all(outcome.ok for outcome in result.sources.values())
+            run.result.ok = all(outcome.ok for outcome in run.result.sources.values())
         finally:
             beating.set()
             self.state.release_claims(self.id)  # a clean stop hands its claims back at once
-            if self._events is not None:
-                self._events.close()
+            if dispatcher is not None:
+                dispatcher.close()
             plain.close()
-            self.syncer._close_store()
-            self.syncer._finish_run(result)
-        return result
+            engine.release_store()
+            finish_run(engine, run.result)
+        return run.result
 
-    def step(self, fetcher: PoliteFetcher, result: SyncResult) -> bool:
+    def step(self, run: Pass) -> bool:
         """One turn of the loop; returns whether it found anything to do."""
-        busy = self._list_sources(fetcher, result)
+        busy = self._list_sources(run)
         if self.state.queue_depth():
             with self.holding("queue") as held:
                 if held:
-                    self.syncer._drain_queue(fetcher, result)
+                    drain_targets(run)
                     busy = True
         now = time.time()
         claimed = self.state.claim_work(self.id, now=now, until=now + self.lease, limit=self.batch)
         if claimed:
             log.info("worker %s claimed %d pages", self.id, len(claimed))
             self.state.close_orphan_runs(now)  # a dead worker's run, whose claims come back
-            self._check_claimed(claimed, fetcher, result)
+            self._check_claimed(claimed, run)
             busy = True
-        if self.syncer._apply_journal(result.counters):
+        if apply_journal(self.engine, run.result.counters):
             busy = True
-        if self._events is not None:
+        if run.dispatcher is not None:
             with self.holding("events") as held:
                 if held:
-                    result.counters.events_delivered += self._events.deliver_due(EVENTS_DEADLINE)
+                    delivered = run.dispatcher.deliver_due(EVENTS_DEADLINE)
+                    run.result.counters.events_delivered += delivered
         return busy
 
-    def _list_sources(self, fetcher: PoliteFetcher, result: SyncResult) -> bool:
+    def _list_sources(self, run: Pass) -> bool:
         busy = False
         for source in self.config.sources:
             with self.holding(f"source:{source.id}") as held:
                 if not held:
                     continue
-                begun = self.syncer.clock()
-                if self.syncer._source_due(source, begun):
+                begun = self.engine.clock()
+                if source_due(self.engine, source, begun):
                     log.info("worker %s lists source %s", self.id, source.id)
-                    self.syncer._list_source(source, fetcher, result, begun, enqueue=True)
+                    list_source(run, source, begun, queue=True)
                     busy = True
                 else:
                     queued = self.state.add_due_work(source.id, iso(begun), iso(begun))
-                    result.counters.pages_queued += queued
+                    run.result.counters.pages_queued += queued
                     busy = busy or queued > 0
         return busy
 
-    def _check_claimed(
-        self, claimed: list[dict[str, Any]], fetcher: PoliteFetcher, result: SyncResult
-    ) -> None:
-        for source, rows in self.syncer.by_source(claimed):
+    def _check_claimed(self, claimed: list[dict[str, Any]], run: Pass) -> None:
+        for source, rows in by_source(self.config, claimed):
             if source is None:
                 continue  # dropped with the batch below
             pages = [work_candidate(row) for row in rows]
-            outcome = self.syncer._sync_source(source, fetcher, result.run_id, False, claimed=pages)
-            self.syncer._merge(result, source.id, outcome)
+            merge(run.result, source.id, SourceSync(run, source).claimed(pages))
         extra, self._extra_claims = self._extra_claims, []
         self.state.finish_work(self.id, [row["doc_key"] for row in claimed] + extra)
 
     def idle(self) -> bool:
         """Nothing due, queued, claimed, pending or being listed anywhere."""
-        now = self.syncer.clock()
-        if any(self.syncer._source_due(source, now) for source in self.config.sources):
+        now = self.engine.clock()
+        if any(source_due(self.engine, source, now) for source in self.config.sources):
             return False
         if self.state.work_depth() or self.state.pending_count() or self.state.queue_depth():
             return False

@@ -90,7 +90,7 @@ def test_cms_webhook_example_is_accepted_once(tmp_path, site, monkeypatch):
     from starlette.testclient import TestClient
 
     from ragsync.config import load_config
-    from ragsync.server import Worker, create_app
+    from ragsync.server import ServeLoop, create_app
 
     secret = "whsec_" + base64.b64encode(b"cms example secret, 32 bytes ok!").decode()
     monkeypatch.setenv("DOCS_HOOK_SECRET", secret)
@@ -100,7 +100,7 @@ def test_cms_webhook_example_is_accepted_once(tmp_path, site, monkeypatch):
         'webhook_secret = "${DOCS_HOOK_SECRET}"\n'
     )
     config = load_config(config_path)
-    worker = Worker(config)
+    worker = ServeLoop(config)
     worker.stop.set()  # the receiver alone
     monkeypatch.syspath_prepend(str(EXAMPLES))
     cms = importlib.import_module("cms_webhook")

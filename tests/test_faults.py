@@ -109,7 +109,7 @@ def test_retries_are_jittered_and_never_touch_good_content(tmp_path, embedder):
         syncer = syncer_for(
             tmp_path, site, embedder, fetch={"retry_base": "600s", "retry_cap": "15m"}
         )
-        syncer._random = random.Random(0)  # 8 draws, all above 0.25: every retry ≥ 150 s away
+        syncer.engine.random = random.Random(0)  # 8 draws, all above 0.25: every retry ≥ 150 s away
         assert syncer.run().ok
         before = index(syncer)
         hashes = {d["doc_key"]: d["content_hash"] for d in syncer.state.documents()}

@@ -91,7 +91,7 @@ def test_a_changing_page_is_checked_more_often_than_a_static_one(tmp_path, embed
             [sitemap_source(site, every="10m", min_interval="10m", max_interval="8h")],
         )
         with Syncer(config, embedder=embedder, clock=clock) as syncer:
-            syncer._random.seed(7)  # the ±10% jitter compounds; a fixed draw keeps this exact
+            syncer.engine.random.seed(7)  # the ±10% jitter compounds; a fixed draw keeps this exact
             for round_ in range(12):
                 site.set_page(
                     "/news",

@@ -23,7 +23,7 @@ from standardwebhooks.webhooks import Webhook
 from starlette.testclient import TestClient
 
 from ragsync.devsite import DevSite
-from ragsync.server import Worker, create_app
+from ragsync.server import ServeLoop, create_app
 
 SECRET = "whsec_" + base64.b64encode(b"hook secret for the docs source!").decode()
 
@@ -53,7 +53,7 @@ def client(tmp_path, monkeypatch, site):
             {"id": "nohook", "kind": "urls", "urls": [site.base_url + "/"]},
         ],
     )
-    worker = Worker(config)
+    worker = ServeLoop(config)
     worker.stop.set()  # no sync loop: these tests look at the receiver alone
     with TestClient(create_app(config, worker)) as test_client:
         yield test_client, site

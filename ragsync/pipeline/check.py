@@ -1,0 +1,240 @@
+"""Checking one page: robots, fetch (conditionally), classify, identity, extract, chunk.
+
+:meth:`PageChecker.check` runs on a fetch thread and returns one frozen
+:mod:`~ragsync.pipeline.outcomes` value; any failure is the page's outcome, never the run's.
+HTML is extracted in worker processes (README "Extraction"), never on the fetch threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from ragsync.config import SourceConfig
+from ragsync.discovery import DiscoveryContext
+from ragsync.errors import ExtractError, FetchError
+from ragsync.extract import canonical_link, content_hash, line_title, normalize_markdown
+from ragsync.extractpool import shared_pool
+from ragsync.models import DocumentStatus, Extracted, Response
+from ragsync.pipeline.context import Engine
+from ragsync.pipeline.outcomes import (
+    Changed,
+    Deleted,
+    Exchange,
+    Failed,
+    Missing,
+    NotModified,
+    Outcome,
+    Page,
+    Skipped,
+    Unchanged,
+)
+from ragsync.policy import HTML_TYPES, classify, raw_hash
+from ragsync.politeness import HostPaused, PoliteFetcher
+from ragsync.robots import RobotsPolicy, decode_robots
+from ragsync.urls import canonical_url, host_of, in_scope
+
+log = logging.getLogger("ragsync")
+
+
+def extract(engine: Engine, response: Response) -> Extracted:
+    """The page's Markdown, from an extraction worker process: a page over its CPU budget, or
+    one that crashes its worker, fails alone (README "Extraction").
+
+    Raises:
+        ExtractError: the body could not be extracted.
+    """
+    pool = shared_pool(
+        workers=engine.config.extract.workers, cpu_budget=engine.config.extract.cpu_budget
+    )
+    return pool.extract(response.body, response.headers.get("content-type", ""), response.url)
+
+
+def identity(source: SourceConfig, response: Response) -> tuple[str, str | None]:
+    """``(final, declared)``: the canonical form of the URL that answered (after redirects),
+    and the ``rel=canonical`` it declares on the same host, if any."""
+    final = canonical_url(response.url, source.strip_params)
+    if response.status != 200 or response.content_type not in HTML_TYPES:
+        return final, None
+    declared = canonical_link(response.body, response.headers, response.url)
+    try:
+        declared = canonical_url(declared, source.strip_params) if declared else None
+    except ValueError:
+        return final, None
+    return final, declared if declared and host_of(declared) == host_of(final) else None
+
+
+def check_record(engine: Engine, page: Page) -> Outcome:
+    """An API record that carries its content (or an authoritative deletion): no fetch."""
+    candidate = page.candidate
+    if candidate.deleted:
+        return Deleted(page)
+    assert candidate.content is not None
+    markdown = normalize_markdown(candidate.content)
+    title = candidate.title or line_title(markdown) or page.url
+    extracted = Extracted(title, markdown, content_hash(markdown), "record")
+    document = page.document
+    if (
+        document
+        and document["status"] != DocumentStatus.TOMBSTONED
+        and (document["content_hash"], document["title"]) == (extracted.content_hash, title)
+    ):
+        return Unchanged(page)
+    return Changed(page, extracted=extracted, chunks=tuple(engine.chunker.chunk(markdown)))
+
+
+class PageChecker:
+    """Checks the pages of one source during one pass (thread-safe).
+
+    Args:
+        engine: the syncer's parts.
+        source: the source the pages belong to.
+        fetcher: the pass's polite fetcher.
+        discovery: the source's discovery context (robots.txt is read through its cache).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        source: SourceConfig,
+        fetcher: PoliteFetcher,
+        discovery: DiscoveryContext,
+    ):
+        self.engine = engine
+        self.source = source
+        self.fetcher = fetcher
+        self.robots = RobotsPolicy(
+            lambda url: discovery.get_parsed(url, decode_robots),
+            engine.config.fetch.user_agent,
+        )
+        self.robots_lock = threading.Lock()
+
+    def allowed(self, url: str) -> bool:
+        """Whether robots.txt lets ragsync fetch ``url`` (its Crawl-delay goes to the gate)."""
+        with self.robots_lock:  # one robots.txt fetch per host, even with many threads
+            if not self.robots.knows(url):
+                self.robots.allowed(url)
+                self.fetcher.gate.set_crawl_delay(host_of(url), self.robots.crawl_delay(url))
+            return self.robots.allowed(url)
+
+    def check(self, page: Page) -> Outcome:
+        """Check one page; any failure is its outcome (runs on a fetch thread)."""
+        exchange = Exchange()
+        try:
+            if page.candidate.content is not None or page.candidate.deleted:
+                return check_record(self.engine, page)  # API records carry their content
+            if not self.allowed(page.url):
+                unreachable = self.robots.unreachable(page.url)
+                if unreachable:  # not a rule: the host could not be asked; retry later
+                    return Failed(page, reason=unreachable, transient=True)
+                return Skipped(page, why="disallowed")
+            document = page.document
+            etag = last_modified = None
+            if document and document["status"] == DocumentStatus.ACTIVE:
+                etag, last_modified = document["etag"], document["last_modified"]
+            exchange = Exchange(requested=True, conditional=bool(etag or last_modified))
+            return self.fetch(page, exchange, etag=etag, last_modified=last_modified)
+        except HostPaused as paused:
+            return Skipped(page, exchange, why="deferred", reason=str(paused))
+        except Exception as exc:  # one page's bad input ends that page, never the run
+            log.debug("%s: unexpected error", page.url, exc_info=True)
+            reason = f"internal error: {type(exc).__name__}: {exc}"
+            return Failed(page, exchange, reason=reason)
+
+    def fetch(
+        self, page: Page, exchange: Exchange, *, etag: str | None, last_modified: str | None
+    ) -> Outcome:
+        """Fetch (conditionally), classify, resolve the page's identity, then hash, extract
+        and chunk."""
+        try:
+            # A temporary redirect is not followed: the page keeps its content and is retried
+            # (README "Deletion safety"); permanent ones are followed and recorded.
+            response = self.fetcher.get(
+                page.url, etag=etag, last_modified=last_modified, follow_temporary=False
+            )
+        except FetchError as exc:
+            return Failed(page, exchange, reason=exc.reason, transient=exc.transient)
+        exchange = Exchange(exchange.requested, exchange.conditional, response)
+        pause_until = None
+        if self.fetcher.pause_for(response.status, response.headers) is not None:
+            pause_until = self.fetcher.gate.paused_until(host_of(response.url))
+        verdict, reason = classify(response.status, response.content_type, response.body)
+        if verdict == "missing":
+            return Missing(page, exchange, reason=reason)
+        if verdict == "temporary_redirect":
+            reason = (
+                f"temporary redirect (HTTP {response.status}) to {response.location}; "
+                "the indexed content is kept"
+            )
+            return Failed(page, exchange, reason=reason, verdict=verdict, transient=True)
+        moved_to = None
+        if verdict in ("content", "not_modified") and ":id:" not in page.doc_key:
+            own, declared = identity(self.source, response)
+            target = declared or own
+            if not in_scope(target, self.source.include, self.source.exclude):
+                return Missing(
+                    page, exchange, reason=f"redirects out of the source to {response.url}"
+                )
+            if verdict == "content" and target != own:
+                # A declared rel=canonical: this body is not the target's (a redirect stub,
+                # a print version), so the target's own response is the content, with its
+                # own validators; a target that serves nothing leaves the page as itself.
+                answer = self.canonical_target(target)
+                if answer is None:
+                    target = own
+                else:
+                    response, target = answer, canonical_url(answer.url, self.source.strip_params)
+                    exchange = Exchange(exchange.requested, exchange.conditional, response)
+            if target != page.url:
+                moved_to = target  # resolved against the target record by the moves stage
+        if verdict == "not_modified":
+            if page.document is None:
+                return Failed(page, exchange, reason="HTTP 304 to an unconditional request")
+            return NotModified(page, exchange, moved_to=moved_to)
+        if verdict != "content":
+            transient = verdict in ("retry", "rate_limited")
+            return Failed(
+                page,
+                exchange,
+                reason=reason,
+                verdict=verdict,
+                transient=transient,
+                pause_until=pause_until,
+            )
+        return self.read(page, exchange, response, moved_to=moved_to)
+
+    def read(
+        self, page: Page, exchange: Exchange, response: Response, *, moved_to: str | None
+    ) -> Outcome:
+        """A 200 with content: unchanged (same body or same Markdown) or changed."""
+        digest = raw_hash(response.body)
+        document = page.document
+        known = document if document and document["status"] != DocumentStatus.TOMBSTONED else None
+        if moved_to:
+            known = None  # compared with the target record by the moves stage
+        if known and known["raw_hash"] == digest:
+            return Unchanged(page, exchange, raw_hash=digest)
+        try:
+            extracted = extract(self.engine, response)
+        except ExtractError as exc:
+            reason = f"parse failure: {exc.reason}"
+            return Failed(page, exchange, reason=reason, verdict="parse_failure")
+        if known and known["content_hash"] == extracted.content_hash:
+            return Unchanged(page, exchange, raw_hash=digest)
+        chunks = tuple(self.engine.chunker.chunk(extracted.markdown))
+        return Changed(
+            page, exchange, extracted=extracted, chunks=chunks, raw_hash=digest, moved_to=moved_to
+        )
+
+    def canonical_target(self, declared: str) -> Response | None:
+        """The response of the URL a page declares canonical, fetched as a redirect target
+        would be; None when it does not serve content in the source's scope."""
+        try:
+            target = self.fetcher.get(declared, follow_temporary=False)
+        except FetchError:
+            return None
+        verdict, _ = classify(target.status, target.content_type, target.body)
+        final = canonical_url(target.url, self.source.strip_params)
+        if verdict != "content" or not in_scope(final, self.source.include, self.source.exclude):
+            return None
+        return target

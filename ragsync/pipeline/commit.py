@@ -1,0 +1,144 @@
+"""Commit a window of checked pages: moves resolved, new texts embedded, one transaction per
+changed document and one for every page found unchanged, then the journal applied."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from ragsync.config import SourceConfig
+from ragsync.models import ChunkPlan, Counters, SourceOutcome, StoredChunk
+from ragsync.pipeline.context import Engine
+from ragsync.pipeline.failures import record_failure
+from ragsync.pipeline.journal import apply_journal
+from ragsync.pipeline.moves import record_moving, resolve_moves, retire_moved
+from ragsync.pipeline.outcomes import (
+    Changed,
+    Deleted,
+    Failed,
+    Missing,
+    Moving,
+    NotModified,
+    Outcome,
+    Skipped,
+    Unchanged,
+    moved_from,
+)
+from ragsync.pipeline.records import (
+    commit_changed,
+    record_deleted,
+    record_missing,
+    revisit,
+    validators,
+)
+from ragsync.pipeline.vectors import embed_missing
+from ragsync.plan import plan_chunks
+
+log = logging.getLogger("ragsync")
+
+ChunkPlans = dict[str, tuple[list[StoredChunk], ChunkPlan]]
+
+
+def chunk_plans(engine: Engine, changed: Sequence[Changed], now: str) -> ChunkPlans:
+    """``{doc key: (stored chunks, plan)}``: each changed page's chunks against its stored ones."""
+    plans: ChunkPlans = {}
+    for outcome in changed:
+        page, extracted = outcome.page, outcome.extracted
+        assert extracted is not None
+        document = page.document
+        payload_moved = document is not None and (
+            document["title"] != extracted.title or document["canonical_url"] != page.url
+        )
+        plans[page.doc_key] = plan_chunks(
+            page.doc_key,
+            engine.state.chunks(page.doc_key) if document else [],
+            list(outcome.chunks),
+            model_id=engine.model_id,
+            now=now,
+            document_payload_changed=payload_moved,
+        )
+    return plans
+
+
+def commit_outcomes(
+    engine: Engine,
+    source: SourceConfig,
+    outcomes: Sequence[Outcome],
+    outcome: SourceOutcome,
+    run_id: str,
+) -> list[Outcome]:
+    """Commit a window of outcomes and apply the journal; returns them with moves resolved."""
+    counters = outcome.counters
+    moment = engine.clock()
+    now = engine.now()
+    resolved = resolve_moves(engine, source, outcomes, moment.timestamp())
+    plans = chunk_plans(engine, [o for o in resolved if isinstance(o, Changed)], now)
+    embed_missing(
+        engine, {c.chunk_hash: c.text for _, plan in plans.values() for c in plan.add}, counters
+    )
+    checked: list[tuple[str, str, dict[str, Any]]] = []
+    for item in resolved:
+        item.count(counters)
+        if isinstance(item, Skipped):
+            continue
+        commit_one(engine, source, item, plans, checked, now=now, run_id=run_id, outcome=outcome)
+        if moved_from(item) is not None:
+            retire_moved(engine, source, item, now=now, run_id=run_id, counters=counters)
+    engine.state.mark_checked(checked)  # one transaction for every page found unchanged
+    log.debug("committed %d pages; applying the journal", len(resolved))
+    apply_journal(engine, counters)
+    return resolved
+
+
+def commit_one(
+    engine: Engine,
+    source: SourceConfig,
+    item: Outcome,
+    plans: ChunkPlans,
+    checked: list[tuple[str, str, dict[str, Any]]],
+    *,
+    now: str,
+    run_id: str,
+    outcome: SourceOutcome,
+) -> None:
+    """Write one outcome (an unchanged page is added to ``checked``, written with the rest)."""
+    counters: Counters = outcome.counters
+    page = item.page
+    if isinstance(item, Deleted):
+        record_deleted(engine, source, item, now=now, run_id=run_id, counters=counters)
+    elif (
+        page.prunable
+        and moved_from(item) is None  # an unlisted URL that redirects has moved
+        and isinstance(item, NotModified | Unchanged | Changed)
+    ):
+        if isinstance(item, Changed):  # served and edited: fresh until it is pruned
+            commit_changed(
+                engine,
+                source,
+                item,
+                plans[page.doc_key],
+                now=now,
+                run_id=run_id,
+                counters=counters,
+            )
+        reason = "no longer listed by the source"
+        record_missing(engine, source, item, reason, now=now, run_id=run_id, counters=counters)
+    elif isinstance(item, Missing):
+        record_missing(engine, source, item, item.reason, now=now, run_id=run_id, counters=counters)
+    elif isinstance(item, Moving):
+        record_moving(engine, source, item, now=now, counters=counters)
+    elif isinstance(item, NotModified | Unchanged):
+        fields = {
+            "lastmod_hint": page.candidate.lastmod,
+            **revisit(engine, source, page, changed=False),
+        }
+        if isinstance(item, Unchanged):  # a 200 with the same content: new validators
+            fields.update(validators(item))
+        checked.append((page.doc_key, now, fields))
+    elif isinstance(item, Changed):
+        commit_changed(
+            engine, source, item, plans[page.doc_key], now=now, run_id=run_id, counters=counters
+        )
+    elif isinstance(item, Failed):
+        record_failure(engine, source, item, now=now, outcome=outcome)

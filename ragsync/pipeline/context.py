@@ -1,0 +1,134 @@
+"""The parts every stage works with, built once per :class:`~ragsync.sync.Syncer`.
+
+:class:`Engine` holds the long-lived parts (config, state, clock, progress, the embedder, the
+chunker and the vector store, built lazily so that a run with nothing to embed never loads the
+model and one with nothing to write never opens the store). :class:`Pass` adds what one pass
+over the sources uses: the polite fetcher and its host gate, the event dispatcher and the run
+report (README "Architecture").
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from ragsync.chunk import Chunker
+from ragsync.clock import Clock, iso, utc_now
+from ragsync.config import Config
+from ragsync.embed import Embedder, embedder_from_config
+from ragsync.events import Dispatcher
+from ragsync.models import SyncResult
+from ragsync.politeness import PoliteFetcher
+from ragsync.progress import LogProgress, Progress
+from ragsync.protocols import VectorStore
+from ragsync.registry import store_class
+from ragsync.state import StateDB
+
+log = logging.getLogger("ragsync")
+
+LeaseHook = Callable[[str], AbstractContextManager[bool]]
+"""A named lease as a context manager yielding whether it is held (workers)."""
+ClaimHook = Callable[[str, str], bool]
+"""Claims a page another worker may be checking: (source id, doc key) -> taken (workers)."""
+
+
+class Engine:
+    """The long-lived parts of a syncer.
+
+    Args:
+        config: the configuration.
+        state: the state DB.
+        embedder: an injected embedder (the caller's to close), or None for the configured one.
+        store: an injected vector store, or None for the configured one.
+        transport: an httpx transport for fetching (tests).
+        clock: returns "now" as an aware datetime.
+        progress: told about long work.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        state: StateDB,
+        *,
+        embedder: Embedder | None = None,
+        store: VectorStore | None = None,
+        transport: Any = None,
+        clock: Clock | None = None,
+        progress: Progress | None = None,
+    ):
+        self.config = config
+        self.state = state
+        self.transport = transport
+        self.clock: Clock = clock or utc_now
+        self.progress: Progress = progress or LogProgress()
+        self.random = random.Random()
+        self._embedder = embedder
+        self._owns_embedder = embedder is None
+        self._store = store
+        # Set by ragsync.worker.Worker; None for a single process.
+        self.journal_lease: LeaseHook | None = None
+        self.claim_page: ClaimHook | None = None
+
+    def now(self) -> str:
+        """The clock's "now" as a stored timestamp."""
+        return iso(self.clock())
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = embedder_from_config(self.config.embedder, self.config.base_dir)
+        return self._embedder
+
+    @property
+    def store(self) -> VectorStore:
+        if self._store is None:
+            self._store = store_class(self.config.store.kind).from_config(self.config.store)
+        return self._store
+
+    @cached_property
+    def chunker(self) -> Chunker:
+        return Chunker(
+            self.config.chunker.max_tokens,
+            self.embedder.count_tokens,
+            self.embedder.max_input_tokens,
+        )
+
+    @cached_property
+    def model_id(self) -> str:
+        return self.embedder.model_id
+
+    def dispatcher(self) -> Dispatcher | None:
+        """The outbound event dispatcher (None without ``[[events]]``); built before any work
+        so that a bad secret fails fast."""
+        if not self.config.events:
+            return None
+        return Dispatcher(self.state, self.config.events, transport=self.transport)
+
+    def release_store(self) -> None:
+        """Close the vector store (its local folder lock) after a run; reopened on demand."""
+        if self._store is not None:
+            self._store.close()
+
+    def close(self) -> None:
+        """Release the store, an HTTP embedder this engine built, and the state DB."""
+        self.release_store()
+        close_embedder = getattr(self._embedder, "close", None)
+        if self._owns_embedder and close_embedder is not None:
+            close_embedder()
+        self.state.close()
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One pass over the sources: the engine, the fetcher every request of the pass goes
+    through, its event dispatcher and the run report the stages add to."""
+
+    engine: Engine
+    fetcher: PoliteFetcher
+    result: SyncResult
+    dispatcher: Dispatcher | None = None

@@ -1,0 +1,55 @@
+"""Failures: a page that could not be checked gets an attempt state; its content stays.
+
+The decision (retrying, dead letter, attention, refused; when to retry) is
+:func:`ragsync.policy.failure_step`; this stage records it and counts it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ragsync.clock import iso
+from ragsync.config import SourceConfig
+from ragsync.models import SourceOutcome
+from ragsync.pipeline.context import Engine
+from ragsync.pipeline.outcomes import Failed
+from ragsync.policy import failure_step
+
+log = logging.getLogger("ragsync")
+
+
+def record_failure(
+    engine: Engine, source: SourceConfig, failed: Failed, *, now: str, outcome: SourceOutcome
+) -> None:
+    """Record one more failed attempt at a page, with the state its failure leads to."""
+    page, fetch, counters = failed.page, engine.config.fetch, outcome.counters
+    previous = engine.state.attempt(page.doc_key)
+    step = failure_step(
+        failed.verdict,
+        transient=failed.transient,
+        attempts=(previous["attempts"] if previous else 0) + 1,
+        now=engine.clock().timestamp(),
+        pause_until=failed.pause_until,
+        retry_attempts=fetch.retry_attempts,
+        retry_base=fetch.retry_base,
+        retry_cap=fetch.retry_cap,
+        draw=engine.random.random,
+    )
+    setattr(counters, step.counter, getattr(counters, step.counter) + 1)
+    if step.retry_at is not None:
+        counters.retries_scheduled += 1
+    response = failed.exchange.response
+    engine.state.record_failure(
+        page.doc_key,
+        page.url,
+        source_id=source.id,
+        status=failed.exchange.status,
+        error=failed.reason,
+        at=now,
+        state=step.state,
+        next_retry_at=iso(step.retry_at) if step.retry_at else None,
+        body=response.body if step.keep_body and response else None,
+    )
+    outcome.ok = False
+    outcome.errors.append(f"{page.url}: {failed.reason} ({step.state})")
+    log.warning("%s: %s (%s)", page.url, failed.reason, step.state)

@@ -1,0 +1,181 @@
+"""Listing a source: discover, then canonicalise, scope, alias, dedupe and order; the due filter;
+the known pages a listing left out.
+
+:class:`SourceListing` keeps what one source's listing has seen during a pass, so that a page
+comes up once however often it is listed, and reads once when each known page is due.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from datetime import timedelta
+
+from ragsync.clock import iso
+from ragsync.config import SourceConfig
+from ragsync.discovery import DiscoveryContext
+from ragsync.identity import api_record_key, record_key
+from ragsync.models import Candidate, Checkpoint, DocumentStatus
+from ragsync.pipeline.context import Engine
+from ragsync.urls import canonical_url, in_scope
+
+log = logging.getLogger("ragsync")
+
+Listed = tuple[str, Candidate]
+"""A listed page: ``(record key, candidate)``."""
+WorkItem = tuple[str, Candidate, bool]
+"""A page to check: ``(record key, candidate, unlisted)``."""
+DueInfo = dict[str, tuple[str | None, str | None]]
+"""``{record key: (next_check_at, lastmod checked at)}`` of a source's known pages."""
+
+
+def page_due(item: WorkItem, info: DueInfo, now: str) -> bool:
+    """A page is due when new, when its adaptive revisit time has come, or when the listing's
+    lastmod moved since it was last checked (a hint that may bring a check forward, never one
+    that skips it).
+
+        >>> page = ("s:https://a.example/x", Candidate("https://a.example/x", "2026-02-01"), False)
+        >>> page_due(page, {}, "2026-03-01")
+        True
+        >>> page_due(page, {page[0]: ("2026-04-01", "2026-01-01")}, "2026-03-01")
+        True
+        >>> page_due(page, {page[0]: ("2026-04-01", "2026-02-01")}, "2026-03-01")
+        False
+    """
+    key, candidate, _ = item
+    if key not in info:
+        return True
+    next_check_at, lastmod_hint = info[key]
+    if next_check_at is None or next_check_at <= now:
+        return True
+    return bool(candidate.lastmod and candidate.lastmod > (lastmod_hint or ""))
+
+
+def guarded(
+    found: Iterator[Candidate | Checkpoint], ctx: DiscoveryContext, source: SourceConfig
+) -> Iterator[Candidate | Checkpoint]:
+    """The connector's listing, bounded by ``max_urls``; an exception inside the connector
+    (hostile input, a bug) ends this source's listing as incomplete instead of the run."""
+    listed = 0
+    try:
+        for item in found:
+            if not isinstance(item, Checkpoint):
+                listed += 1
+                if listed > source.max_urls:
+                    ctx.incomplete(f"listing cut at max_urls={source.max_urls} URLs")
+                    return
+            yield item
+    except Exception as exc:
+        log.debug("discovery of source %s failed", source.id, exc_info=True)
+        ctx.incomplete(f"discovery failed: {type(exc).__name__}: {exc}")
+    finally:
+        close = getattr(found, "close", None)
+        if close is not None:  # a connector reports what it skipped when it is closed
+            close()
+
+
+class SourceListing:
+    """One source's listing during one pass.
+
+    Args:
+        engine: the syncer's parts.
+        source: the source.
+        discovery: its discovery context (warnings, completeness).
+        info: when each known page is due (empty for pages already found due: workers'
+            claims).
+    """
+
+    def __init__(
+        self, engine: Engine, source: SourceConfig, discovery: DiscoveryContext, info: DueInfo
+    ):
+        self.engine = engine
+        self.source = source
+        self.discovery = discovery
+        self.info = info
+        # Pages that came up in this pass: never twice (pages committed during the run are
+        # absent from ``info``).
+        self.seen: set[str] = set()
+
+    def batches(
+        self, found: Iterator[Candidate | Checkpoint]
+    ) -> Iterator[tuple[list[Listed], Checkpoint | None]]:
+        """Batches of new candidates, each closed by the checkpoint that follows it."""
+        batch: list[Candidate] = []
+        for item in found:
+            if isinstance(item, Checkpoint):
+                yield self.candidates(batch), item
+                batch = []
+            else:
+                batch.append(item)
+        yield self.candidates(batch), None
+
+    def candidates(self, found: Iterable[Candidate]) -> list[Listed]:
+        """Canonical, in-scope, de-duplicated candidates; newest ``lastmod`` first.
+
+        A URL known to redirect (an alias) stands for its target record, so a renamed page is
+        requested once, at its new URL — until the alias is due for re-verification
+        (``max_interval`` after it was last confirmed): then the URL itself is requested, and
+        if it serves its own page again its record comes back.
+        """
+        source, state, seen = self.source, self.engine.state, self.seen
+        aliases = state.alias_checks(source.id)
+        stale = iso(self.engine.clock() - timedelta(seconds=source.max_interval))
+        reverify: list[str] = []
+        unique: dict[str, Candidate] = {}
+        for candidate in found:
+            if candidate.record_id is not None:  # an API record: the provider's id is the key
+                key = api_record_key(source.id, candidate.record_id)
+                if key not in seen:
+                    unique[key] = candidate
+                    seen.add(key)
+                continue
+            try:
+                url = canonical_url(candidate.url, source.strip_params)
+            except ValueError as exc:
+                self.discovery.warn(str(exc))
+                continue
+            if not in_scope(url, source.include, source.exclude):
+                continue
+            key = record_key(source.id, url)
+            if key in aliases:
+                target, verified_at = aliases[key]
+                if verified_at > stale:
+                    key = target
+                    url = key.split(":", 1)[1]
+                elif key not in seen:
+                    reverify.append(key)
+                    self.info.pop(key, None)  # due now, whatever its tombstone's schedule says
+            if key in seen:
+                continue
+            seen.add(key)
+            unique[key] = Candidate(url=url, lastmod=candidate.lastmod, priority=candidate.priority)
+        if reverify:  # requested in this pass: confirmed again, or restored
+            state.verify_aliases(reverify, self.engine.now())
+        info = self.info
+
+        # Work order: new pages and pages whose lastmod moved first (lastmod is a hint for
+        # ordering only: every listed page is revalidated all the same), then newest lastmod.
+        def order(item: Listed) -> tuple[float, bool, str]:
+            key, candidate = item
+            moved = key not in info or (candidate.lastmod or "") > (info[key][1] or "")
+            return candidate.priority, moved, candidate.lastmod or ""
+
+        return sorted(unique.items(), key=order, reverse=True)
+
+    def unlisted(self) -> list[Listed]:
+        """Known pages the source no longer lists: verified by fetch, never dropped unseen."""
+        return [
+            (doc["doc_key"], Candidate(url=doc["canonical_url"]))
+            for doc in self.engine.state.documents(self.source.id)
+            if doc["doc_key"] not in self.seen and doc["status"] != DocumentStatus.TOMBSTONED
+        ]
+
+    def due(self, work: list[WorkItem]) -> tuple[list[WorkItem], int, int]:
+        """The items due now: ``(due, held back, not due)``. Held back: a retry not yet due,
+        the dead letter, needs attention; a page whose retry is due is due whatever its
+        revisit time says."""
+        now = self.engine.now()
+        held, retry = self.engine.state.retry_gates(self.source.id, now)
+        free = [item for item in work if item[0] not in held]
+        due = [item for item in free if item[0] in retry or page_due(item, self.info, now)]
+        return due, len(work) - len(free), len(free) - len(due)

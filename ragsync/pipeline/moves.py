@@ -1,0 +1,166 @@
+"""Moves: a page that redirects permanently (or declares ``rel=canonical``) belongs to its
+target record — once the move is confirmed.
+
+A move is confirmed by the missing-page rule (``missing_confirmations`` observations spanning
+``missing_grace``); until then the page is :class:`~ragsync.pipeline.outcomes.Moving`: its
+record keeps its content and points, and only the evidence is recorded. A URL with no indexed
+content moves at once. A confirmed move gives the target the content (re-chunked under its own
+key: vectors come from the cache); the old record is retired after the commit and kept as an
+alias, so a renamed page moves instead of staying indexed twice (README "Deletion safety").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+
+from ragsync.clock import epoch, iso
+from ragsync.config import SourceConfig
+from ragsync.identity import record_key
+from ragsync.models import Counters, DocumentStatus, Extracted
+from ragsync.pipeline.context import Engine
+from ragsync.pipeline.outcomes import (
+    Changed,
+    MovedOnly,
+    Moving,
+    NotModified,
+    Outcome,
+    Unchanged,
+    moved_from,
+)
+from ragsync.pipeline.records import tombstone, with_evidence
+from ragsync.policy import missing_step
+
+log = logging.getLogger("ragsync")
+
+
+def resolve_moves(
+    engine: Engine, source: SourceConfig, outcomes: Sequence[Outcome], moment: float
+) -> list[Outcome]:
+    """The outcomes with every move resolved: unconfirmed moves become ``Moving``, confirmed
+    ones are re-keyed to their target record (``Changed``, ``Unchanged`` or ``MovedOnly``)."""
+    taken = {o.page.doc_key for o in outcomes if not getattr(o, "moved_to", None)}
+    resolved: list[Outcome] = []
+    for outcome in outcomes:
+        if isinstance(outcome, Changed | NotModified) and outcome.moved_to:
+            outcome = _resolve(engine, source, outcome, taken, moment)
+        resolved.append(outcome)
+    return resolved
+
+
+def _resolve(
+    engine: Engine,
+    source: SourceConfig,
+    outcome: Changed | NotModified,
+    taken: set[str],
+    moment: float,
+) -> Outcome:
+    page, exchange, moved_to = outcome.page, outcome.exchange, outcome.moved_to
+    assert moved_to is not None
+    old = page.document
+    target_key = record_key(source.id, moved_to)
+    if old is not None and old["status"] != DocumentStatus.TOMBSTONED:
+        count, since, confirmed = missing_step(
+            old["missing_count"] or 0,
+            epoch(old["missing_since"]),
+            moment,
+            confirmations=source.missing_confirmations,
+            grace=source.missing_grace,
+        )
+        if not confirmed:
+            return Moving(page, exchange, moved_to=moved_to, step=(count, since))
+    origin = old or {"doc_key": page.doc_key, "canonical_url": page.url}
+    if engine.claim_page is not None and not engine.claim_page(source.id, target_key):
+        # Another worker holds the target's page: it commits the content; this one only
+        # retires the old record (README "Scaling out").
+        moved = dataclasses.replace(page, doc_key=target_key, url=moved_to)
+        return MovedOnly(moved, exchange, moved_from=origin)
+    target = engine.state.document(target_key)
+    moved = dataclasses.replace(page, doc_key=target_key, url=moved_to, document=target)
+    if target_key in taken:  # the target is handled by its own page in this batch
+        return MovedOnly(moved, exchange, moved_from=origin)
+    taken.add(target_key)
+    extracted = outcome.extracted if isinstance(outcome, Changed) else None
+    if extracted is None and old is not None and old["markdown"]:
+        extracted = Extracted(old["title"], old["markdown"], old["content_hash"], old["extractor"])
+    if extracted is None:
+        return MovedOnly(moved, exchange, moved_from=origin)
+    raw_hash = outcome.raw_hash if isinstance(outcome, Changed) else ""
+    if (
+        target
+        and target["status"] != DocumentStatus.TOMBSTONED
+        and target["content_hash"] == extracted.content_hash
+    ):
+        return Unchanged(moved, exchange, raw_hash=raw_hash, moved_from=origin)
+    chunks = outcome.chunks if isinstance(outcome, Changed) and outcome.chunks else ()
+    return Changed(
+        moved,
+        exchange,
+        extracted=extracted,
+        chunks=chunks or tuple(engine.chunker.chunk(extracted.markdown)),
+        raw_hash=raw_hash,
+        moved_from=origin,
+    )
+
+
+def record_moving(
+    engine: Engine, source: SourceConfig, moving: Moving, *, now: str, counters: Counters
+) -> None:
+    """Evidence of a permanent move not yet confirmed: the record keeps its content and points
+    (suspected missing from its URL) until the move is confirmed."""
+    page = moving.page
+    assert page.document is not None
+    count, since = moving.step
+    reason = f"redirects permanently to {moving.moved_to}"
+    status = moving.exchange.status
+    evidence = with_evidence(page.document, at=now, status=status, reason=reason)
+    engine.state.record_missing(
+        page.doc_key, count=count, since=iso(since), evidence=evidence, at=now
+    )
+    counters.moves_suspected += 1
+    log.info(
+        "%s: %s (move %d/%d, content kept)", page.url, reason, count, source.missing_confirmations
+    )
+
+
+def retire_moved(
+    engine: Engine,
+    source: SourceConfig,
+    outcome: Outcome,
+    *,
+    now: str,
+    run_id: str,
+    counters: Counters,
+) -> None:
+    """Tombstone the record a page moved away from and remember it as an alias."""
+    old = moved_from(outcome)
+    assert old is not None
+    page = outcome.page
+    alias = {
+        "alias_key": old["doc_key"],
+        "doc_key": page.doc_key,
+        "url": old["canonical_url"],
+        "at": now,
+        "verified_at": now,
+    }
+    if old.get("status") == DocumentStatus.TOMBSTONED:  # confirmed again, or a late move
+        engine.state.add_alias(alias)
+        return
+    counters.records_moved += 1
+    if "status" not in old:  # a URL never indexed under its own key
+        engine.state.add_alias(alias)
+        return
+    reason = f"moved to {page.url}"
+    evidence = with_evidence(old, at=now, status=outcome.exchange.status, reason=reason)
+    tombstone(
+        engine,
+        source,
+        old,
+        reason=reason,
+        evidence=evidence,
+        now=now,
+        run_id=run_id,
+        counters=counters,
+        aliases=[alias],
+    )

@@ -1,0 +1,169 @@
+"""What checking a page can come to: one frozen type per outcome.
+
+A :class:`Page` is the work item (a listed or known page, with its stored record). Checking it
+(:mod:`ragsync.pipeline.check`) yields exactly one outcome; resolving moves
+(:mod:`ragsync.pipeline.moves`) may turn an outcome into another; the commit stage
+(:mod:`ragsync.pipeline.commit`) dispatches on the outcome's type. Each outcome names the
+response counter it adds to (README "Architecture").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from ragsync.models import Candidate, Chunk, Counters, Extracted, Response
+
+Document = dict[str, Any]
+"""A ``documents`` row of the state DB."""
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page to check.
+
+    Attributes:
+        doc_key: its record key (see :func:`ragsync.identity.record_key`).
+        url: its canonical URL.
+        candidate: what the listing said of it (``lastmod``, an API record's content).
+        document: its stored record, if any.
+        unlisted: a known page a complete listing left out.
+        prunable: … and the source's policy counts that as evidence it is gone.
+    """
+
+    doc_key: str
+    url: str
+    candidate: Candidate
+    document: Document | None = None
+    unlisted: bool = False
+    prunable: bool = False
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """The HTTP side of a check: whether a request went out (conditionally) and what
+    answered (after redirects; for a declared ``rel=canonical``, the target's response)."""
+
+    requested: bool = False
+    conditional: bool = False
+    response: Response | None = None
+
+    @property
+    def status(self) -> int | None:
+        return self.response.status if self.response is not None else None
+
+
+NO_REQUEST = Exchange()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Base of the outcomes; ``counter`` is the response counter the outcome adds to."""
+
+    page: Page
+    exchange: Exchange = NO_REQUEST
+    counter: ClassVar[str | None] = None
+
+    def count(self, counters: Counters) -> None:
+        """Add this check's request and response to ``counters``."""
+        counters.requests_sent += self.exchange.requested
+        counters.conditional_requests_sent += self.exchange.conditional
+        name = self.response_counter()
+        if name is None:
+            return
+        if not self.exchange.requested and isinstance(self, Changed | Unchanged):
+            return  # records with inline content and reindexed pages had no HTTP response
+        setattr(counters, name, getattr(counters, name) + 1)
+
+    def response_counter(self) -> str | None:
+        """The name of the :class:`~ragsync.models.Counters` field this outcome adds to."""
+        return self.counter
+
+
+@dataclass(frozen=True)
+class Changed(Outcome):
+    """New or edited content, extracted and chunked; ``moved_to`` is the record it belongs to
+    when the URL redirects permanently or declares ``rel=canonical`` (resolved by the moves
+    stage), ``moved_from`` the record it came from once the move is confirmed."""
+
+    extracted: Extracted | None = None
+    chunks: tuple[Chunk, ...] = ()
+    raw_hash: str = ""
+    moved_to: str | None = None
+    moved_from: Document | None = None
+    counter: ClassVar[str | None] = "responses_200_changed"
+
+
+@dataclass(frozen=True)
+class Unchanged(Outcome):
+    """A 200 whose body (raw hash) or extracted content equals the stored one."""
+
+    raw_hash: str = ""
+    moved_from: Document | None = None
+    counter: ClassVar[str | None] = "responses_200_unchanged"
+
+
+@dataclass(frozen=True)
+class NotModified(Outcome):
+    """A 304 to a conditional request."""
+
+    moved_to: str | None = None
+    moved_from: Document | None = None
+    counter: ClassVar[str | None] = "responses_304"
+
+
+@dataclass(frozen=True)
+class Missing(Outcome):
+    """Evidence the page is gone: a 404/410, or a redirect out of the source."""
+
+    reason: str = ""
+    counter: ClassVar[str | None] = "responses_404"
+
+
+@dataclass(frozen=True)
+class Failed(Outcome):
+    """The page could not be checked; its last good content stays (see
+    :func:`ragsync.policy.failure_step`)."""
+
+    reason: str = ""
+    verdict: str | None = None  # see ragsync.policy.classify; "parse_failure" after extraction
+    transient: bool = False
+    pause_until: float | None = None  # Unix time the host is paused until (Retry-After etc.)
+
+
+@dataclass(frozen=True)
+class Deleted(Outcome):
+    """The source says the record is deleted (an API's deleted flag): authoritative."""
+
+
+@dataclass(frozen=True)
+class Skipped(Outcome):
+    """Not requested: robots.txt disallows it, or its host is paused past ``max_pause_wait``."""
+
+    why: Literal["disallowed", "deferred"] = "disallowed"
+    reason: str = ""
+
+    def response_counter(self) -> str | None:
+        return "robots_disallowed" if self.why == "disallowed" else "deferred"
+
+
+@dataclass(frozen=True)
+class Moving(Outcome):
+    """A permanent move not yet confirmed: evidence only, the record keeps its content.
+    ``step`` is the missing-page rule's ``(observations, since)``."""
+
+    moved_to: str = ""
+    step: tuple[int, float] = field(default=(0, 0.0))
+
+
+@dataclass(frozen=True)
+class MovedOnly(Outcome):
+    """A confirmed move whose target's content is handled elsewhere (by its own page in the
+    batch, or by the worker holding it): only the old record is retired."""
+
+    moved_from: Document | None = None
+
+
+def moved_from(outcome: Outcome) -> Document | None:
+    """The record a page moved away from, if the moves stage re-keyed it."""
+    return getattr(outcome, "moved_from", None)

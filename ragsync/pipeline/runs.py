@@ -1,0 +1,138 @@
+"""A pass over the sources: the run report, the journal replayed first, targeted work, each
+due source's listing or due pages, events, and the run recorded at the end."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+
+from ragsync.clock import iso
+from ragsync.config import SourceConfig
+from ragsync.fetch import Fetcher
+from ragsync.models import Counters, SourceOutcome, SyncResult
+from ragsync.pipeline.context import Engine, Pass
+from ragsync.pipeline.journal import apply_journal
+from ragsync.pipeline.source import SourceSync
+from ragsync.politeness import HostGate, PoliteFetcher
+from ragsync.schedule import next_source_run
+
+EVENTS_DEADLINE = 15.0  # seconds a pass spends delivering due events before it ends
+
+
+def start_run(engine: Engine, *, tag: str = "", owner: str) -> SyncResult:
+    """A new run report, recorded as running under the run-lock holder ``owner`` (``tag``
+    marks a worker's runs, ``reindex-`` a reindex)."""
+    started = engine.clock()
+    result = SyncResult(
+        run_id=f"{tag}{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=iso(started)
+    )
+    engine.state.start_run(result.run_id, result.started_at, owner=owner)
+    return result
+
+
+def finish_run(engine: Engine, result: SyncResult) -> None:
+    """Record the run as finished, with its report."""
+    result.finished_at = engine.now()
+    engine.state.finish_run(
+        result.run_id,
+        finished_at=result.finished_at,
+        ok=result.ok,
+        counters=result.counters.as_dict(),
+        sources=result.to_dict()["sources"],
+    )
+
+
+def merge(result: SyncResult, source_id: str, outcome: SourceOutcome) -> None:
+    """Add one source's outcome to the run report."""
+    known = result.sources.get(source_id)
+    if known is None:
+        result.sources[source_id] = outcome
+    else:
+        known.ok = known.ok and outcome.ok
+        known.errors.extend(outcome.errors)
+        known.incomplete.extend(outcome.incomplete)
+        known.counters.add(outcome.counters)
+    result.counters.add(outcome.counters)
+
+
+def source_due(engine: Engine, source: SourceConfig, now: datetime) -> bool:
+    """Whether the source's listing is due (its ``every`` or ``cron`` came)."""
+    next_run = engine.state.source_next_run(source.id)
+    return next_run is None or next_run <= iso(now)
+
+
+def list_source(
+    run: Pass,
+    source: SourceConfig,
+    begun: datetime,
+    *,
+    revalidate_all: bool = False,
+    queue: bool = False,
+) -> None:
+    """Read a due source's listing and check (with ``queue``: put on the work queue) its due
+    pages, then schedule its next listing."""
+    outcome = SourceSync(run, source, revalidate_all=revalidate_all).listing(queue=queue)
+    merge(run.result, source.id, outcome)
+    due = next_source_run(begun, every=source.every, cron=source.cron)
+    run.engine.state.record_source_run(
+        source.id, iso(begun), iso(due), incomplete=outcome.incomplete
+    )
+
+
+def local_fetcher(engine: Engine) -> tuple[Fetcher, PoliteFetcher]:
+    """The plain fetcher (closed after the pass) and, over it, the polite one of a single
+    process: its host gate holds the pauses recorded in the state."""
+    config = engine.config.fetch
+    plain = Fetcher(config, transport=engine.transport)
+    gate = HostGate(
+        per_host_concurrency=config.per_host_concurrency,
+        min_delay=config.per_host_delay,
+        max_wait=config.max_pause_wait,
+        pauses=engine.state.host_pauses(),
+    )
+    return plain, PoliteFetcher(plain, gate, default_pause=config.retry_base)
+
+
+def run_pass(
+    engine: Engine,
+    sources: list[SourceConfig],
+    *,
+    owner: str,
+    revalidate_all: bool = False,
+    targeted_only: bool = False,
+) -> SyncResult:
+    """One sync pass of a single process (the caller holds the run lock)."""
+    from ragsync.pipeline.targets import drain_targets
+
+    result = start_run(engine, owner=owner)
+    plain, fetcher = local_fetcher(engine)
+    dispatcher = engine.dispatcher()  # before any work: a bad secret fails fast
+    run = Pass(engine, fetcher, result, dispatcher)
+    try:
+        replayed = Counters()
+        replayed.journal_replayed = apply_journal(engine, replayed)
+        result.counters.add(replayed)
+        drain_targets(run)  # targeted work first
+        for source in [] if targeted_only else sources:
+            begun = engine.clock()
+            if revalidate_all or source_due(engine, source, begun):
+                list_source(run, source, begun, revalidate_all=revalidate_all)
+                continue
+            # Its listing is not due; pages whose own revisit time came still are.
+            due = engine.state.due_documents(source.id, iso(begun))
+            if due:
+                merge(result, source.id, SourceSync(run, source).known(due))
+            else:
+                result.counters.sources_not_due += 1
+        result.ok = all(outcome.ok for outcome in result.sources.values())
+        if dispatcher is not None:
+            result.counters.events_delivered = dispatcher.deliver_due(EVENTS_DEADLINE)
+        retention = timedelta(seconds=engine.config.state.raw_body_retention)
+        engine.state.prune_raw_bodies(iso(engine.clock() - retention))
+    finally:
+        if dispatcher is not None:
+            dispatcher.close()
+        plain.close()
+        engine.release_store()
+        finish_run(engine, result)
+    return result

@@ -1,0 +1,181 @@
+"""One source during one pass: its pages found due, checked in windows, and committed.
+
+:class:`SourceSync` has one method per kind of work, each returning the source's part of the
+run report:
+
+- :meth:`~SourceSync.listing`: read the listing (or, for workers, queue its due pages);
+- :meth:`~SourceSync.known`: the known pages whose own revisit time came (listing not due);
+- :meth:`~SourceSync.targets`: URLs a webhook or `ragsync resync` asked for;
+- :meth:`~SourceSync.claimed`: pages a worker took from the shared work queue.
+
+A window of pages is fetched, extracted and chunked on a thread pool, then embedded and
+committed on the calling thread (README "Architecture").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ragsync.config import SourceConfig
+from ragsync.discovery import DiscoveryContext
+from ragsync.identity import record_key
+from ragsync.models import Candidate, SourceOutcome, work_item
+from ragsync.pipeline.check import PageChecker
+from ragsync.pipeline.commit import commit_outcomes
+from ragsync.pipeline.context import Pass
+from ragsync.pipeline.listing import SourceListing, WorkItem, guarded
+from ragsync.pipeline.outcomes import Moving, Page, moved_from
+from ragsync.registry import source_class
+
+log = logging.getLogger("ragsync")
+
+WINDOW_PAGES = 64  # pages fetched, then embedded and committed together
+
+
+class SourceSync:
+    """Checks one source's pages during a pass.
+
+    Args:
+        run: the pass (engine, fetcher, run report).
+        source: the source.
+        revalidate_all: also check pages held back (retry not yet due, dead letter, needs
+            attention) and pages not due.
+    """
+
+    def __init__(self, run: Pass, source: SourceConfig, *, revalidate_all: bool = False):
+        engine = run.engine
+        self.run, self.engine, self.source = run, engine, source
+        self.revalidate_all = revalidate_all
+        self.outcome = SourceOutcome()
+        self.connector = source_class(source.kind)(source.options)
+        self.discovery = DiscoveryContext(
+            run.fetcher,
+            engine.state,
+            source.id,
+            Path(engine.config.base_dir),
+            self.outcome,
+            engine.now,
+        )
+        # What a page missing from the listing means (see ragsync.protocols.Source.listing).
+        self.listing_kind = getattr(self.connector, "listing", "complete")
+        self.prunable = source.prune_unlisted and self.listing_kind == "complete"
+        self.checker = PageChecker(engine, source, run.fetcher, self.discovery)
+        self.window = max(WINDOW_PAGES, engine.config.fetch.concurrency * 2)
+        self.pages: SourceListing | None = None
+
+    def _listing(self, *, due_info: bool = True) -> SourceListing:
+        # Read once per source: when each known page is due and the lastmod it was checked at.
+        info = self.engine.state.due_info(self.source.id) if due_info else {}
+        self.pages = SourceListing(self.engine, self.source, self.discovery, info)
+        return self.pages
+
+    # -- the kinds of work ----------------------------------------------------------------
+
+    def listing(self, *, queue: bool = False) -> SourceOutcome:
+        """Read the source's listing and check its due pages (with ``queue``, put them on the
+        shared work queue instead), then the known pages a complete listing left out."""
+        source, counters = self.source, self.outcome.counters
+        pages = self._listing()
+        found = guarded(self.connector.discover(self.discovery), self.discovery, source)
+        with self._pool() as pool:
+            for listed, checkpoint in pages.batches(found):
+                counters.candidates_discovered += len(listed)
+                self.check(pool, [(key, cand, False) for key, cand in listed], queue=queue)
+                if checkpoint is not None:  # only now: everything it covers is committed
+                    self.engine.state.save_checkpoint(
+                        source.id, checkpoint.value, self.engine.now()
+                    )
+            self.outcome.incomplete = list(self.discovery.incomplete_reasons)
+            if self.outcome.incomplete:
+                counters.listings_incomplete += 1
+            if self.listing_kind == "changes":
+                return self.outcome
+            # Only a complete listing is evidence that a page it left out is gone. After an
+            # incomplete one, the pages it did not list are checked on their own schedule, as
+            # any page, and keep their state (README "Deletion safety").
+            complete = not self.outcome.incomplete
+            unlisted = [(key, cand, complete) for key, cand in pages.unlisted()]
+            self.check(pool, unlisted, queue=queue)
+        return self.outcome
+
+    def known(self, due: Sequence[tuple[str, str]]) -> SourceOutcome:
+        """Check known pages ``(doc key, URL)`` whose own revisit (or retry) time came."""
+        self._listing()
+        with self._pool() as pool:
+            self.check(pool, [(key, Candidate(url=url), False) for key, url in due])
+        return self.outcome
+
+    def targets(self, urls: Sequence[str]) -> SourceOutcome:
+        """Check these URLs (targeted re-sync), as the listing would have proposed them."""
+        pages = self._listing()
+        found = [Candidate(url=url) for url in urls]
+        with self._pool() as pool:
+            self.check(pool, [(key, cand, False) for key, cand in pages.candidates(found)])
+        return self.outcome
+
+    def claimed(self, items: Sequence[WorkItem]) -> SourceOutcome:
+        """Check pages claimed from the work queue (already found due), without discovery."""
+        self._listing(due_info=False)
+        with self._pool() as pool:
+            self.check(pool, list(items), due_already=True)
+        return self.outcome
+
+    # -- checking -------------------------------------------------------------------------
+
+    def _pool(self) -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(max_workers=self.engine.config.fetch.concurrency)
+
+    def check(
+        self,
+        pool: ThreadPoolExecutor,
+        work: list[WorkItem],
+        *,
+        due_already: bool = False,
+        queue: bool = False,
+    ) -> None:
+        """Check (or, with ``queue``, put on the work queue) the due ones of ``work``, a window
+        at a time: fetched in ``pool``, then committed."""
+        engine, source, counters = self.engine, self.source, self.outcome.counters
+        pages = self.pages
+        assert pages is not None
+        if not self.revalidate_all and not due_already:
+            work, held_back, not_due = pages.due(work)
+            counters.held_back += held_back
+            counters.not_due += not_due
+        if queue:
+            engine.state.add_work(source.id, [work_item(*item) for item in work], engine.now())
+            counters.pages_queued += len(work)
+            return
+        for start in range(0, len(work), self.window):
+            part = work[start : start + self.window]
+            documents = engine.state.documents_by_key([key for key, _, _ in part])
+            batch = [
+                Page(
+                    key,
+                    candidate.url,
+                    candidate,
+                    documents.get(key),
+                    unlisted=unlisted,
+                    prunable=unlisted and self.prunable,
+                )
+                for key, candidate, unlisted in part
+            ]
+            checked = list(pool.map(self.checker.check, batch))
+            for host, (until, reason) in self.run.fetcher.take_new_pauses().items():
+                # At least: a longer pause another worker set meanwhile stands.
+                engine.state.pause_host_at_least(host, until, reason, engine.now())
+            resolved = commit_outcomes(
+                engine, source, checked, self.outcome, self.run.result.run_id
+            )
+            # A listed URL that moved lists its target: not to be verified as unlisted.
+            for item in resolved:
+                if item.page.unlisted:
+                    continue
+                if moved_from(item) is not None:
+                    pages.seen.add(item.page.doc_key)
+                elif isinstance(item, Moving):
+                    pages.seen.add(record_key(source.id, item.moved_to))
+            engine.progress.pages(source.id, start + len(batch), len(work))

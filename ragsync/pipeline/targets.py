@@ -1,0 +1,101 @@
+"""Targeted re-sync: URLs a webhook or `ragsync resync` queued, checked before anything else.
+
+The queue is drained only after its pages are committed, so a crash leaves them queued
+(README "Targeted re-sync").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ragsync.config import Config, SourceConfig
+from ragsync.errors import ConfigError
+from ragsync.identity import api_record_key
+from ragsync.pipeline.context import Engine, Pass
+from ragsync.pipeline.runs import merge
+from ragsync.pipeline.source import SourceSync
+from ragsync.urls import canonical_url, host_of, in_scope
+
+log = logging.getLogger("ragsync")
+
+
+def by_source(
+    config: Config, rows: Iterable[dict[str, Any]]
+) -> list[tuple[SourceConfig | None, list[dict[str, Any]]]]:
+    """Queued rows grouped by their ``source_id``, with its config — None (and a warning) for
+    a source the config no longer has, whose rows the caller drops."""
+    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        grouped[row["source_id"]].append(row)
+    found: list[tuple[SourceConfig | None, list[dict[str, Any]]]] = []
+    for source_id, items in grouped.items():
+        try:
+            found.append((config.source(source_id), items))
+        except ConfigError:
+            log.warning("queued work for unknown source %r dropped", source_id)
+            found.append((None, items))
+    return found
+
+
+def owns(source: SourceConfig, url: str) -> bool:
+    """Whether ``url`` lies in ``source``'s scope: its include/exclude patterns, and its hosts
+    when it has no include pattern (what a webhook may ask ragsync to fetch)."""
+    try:
+        url = canonical_url(url, source.strip_params)
+    except ValueError:
+        return False
+    if not in_scope(url, source.include, source.exclude):
+        return False
+    if source.include:
+        return True
+    options = source.options
+    seeds = [getattr(options, "url", None), *getattr(options, "urls", ())]
+    hosts = {host_of(canonical_url(seed)) for seed in seeds if seed}
+    return not hosts or host_of(url) in hosts
+
+
+def queue_urls(engine: Engine, urls: Sequence[str], *, source: str | None = None) -> None:
+    """Put URLs on the targeted queue, each under the source that owns it.
+
+    Raises:
+        ValueError: a URL lies outside every source's scope (or ``source``'s).
+    """
+    candidates = [engine.config.source(source)] if source else list(engine.config.sources)
+    by_owner: dict[str, list[str]] = defaultdict(list)
+    outside = []
+    for url in urls:
+        owner = next((s for s in candidates if owns(s, url)), None)
+        if owner is None:
+            outside.append(url)
+        else:
+            by_owner[owner.id].append(url)
+    if outside:
+        raise ValueError(f"outside the scope of {source or 'every source'}: " + ", ".join(outside))
+    now = engine.now()
+    for source_id, found in by_owner.items():
+        engine.state.enqueue_targets(source_id, found, reason="resync", at=now)
+
+
+def drain_targets(run: Pass) -> None:
+    """Re-sync the URLs webhooks and `resync` queued, then forget them."""
+    engine = run.engine
+    for source, items in by_source(engine.config, engine.state.queued()):
+        if source is None:
+            engine.state.dequeue([item["id"] for item in items])
+            continue
+        urls = [item["url"] for item in items if item["url"]]
+        for item in items:
+            if item["record_id"]:  # an API record: its page, or a poll of the source
+                document = engine.state.document(api_record_key(source.id, item["record_id"]))
+                if document and document["extractor"] != "record":
+                    urls.append(document["canonical_url"])
+        work = SourceSync(run, source, revalidate_all=True)
+        if any(item["record_id"] for item in items) and source.kind == "http_api":
+            outcome = work.listing()
+        else:
+            outcome = work.targets(urls)
+        merge(run.result, source.id, outcome)
+        engine.state.dequeue([item["id"] for item in items])

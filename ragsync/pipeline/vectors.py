@@ -1,0 +1,48 @@
+"""Vectors: embed only texts the cache lacks, and look up the vectors operations need."""
+
+from __future__ import annotations
+
+from ragsync.models import Counters, StoreOp
+from ragsync.pipeline.context import Engine
+
+EMBED_CALL_BATCHES = 16  # model batches per embed call (and per cache flush)
+
+
+def embed_missing(engine: Engine, texts: dict[str, str], counters: Counters) -> None:
+    """Embed the texts (``{text hash: text}``) whose vectors the cache lacks for this model;
+    cache them as they come."""
+    if not texts:
+        return
+    # Sorted by length so that the model's batches carry little padding.
+    missing = sorted(
+        engine.state.missing_vectors(texts, engine.model_id), key=lambda h: (len(texts[h]), h)
+    )
+    counters.chunks_reused += len(texts) - len(missing)
+    # Cached every few model batches, so a killed run keeps the embedding work it did.
+    step = engine.config.embedder.batch_size * EMBED_CALL_BATCHES
+    for start in range(0, len(missing), step):
+        batch = missing[start : start + step]
+        vectors = engine.embedder.embed([texts[h] for h in batch])
+        engine.state.put_vectors(
+            engine.model_id, dict(zip(batch, vectors, strict=True)), engine.now()
+        )
+        counters.chunks_embedded += len(batch)
+        engine.progress.embedded(start + len(batch), len(missing))
+
+
+def vectors_for(
+    engine: Engine, hashes: list[str], model_id: str, ops: list[StoreOp]
+) -> dict[str, list[float]]:
+    """Cached vectors; a text the cache lacks (it was cleared) is embedded again."""
+    vectors = engine.state.vectors(hashes, model_id)
+    lacking = {
+        op.text_hash: (op.payload or {}).get("page_content", "")
+        for op in ops
+        if op.text_hash and op.text_hash not in vectors
+    }
+    if lacking and model_id == engine.model_id:
+        fresh = engine.embedder.embed(list(lacking.values()))
+        new = dict(zip(lacking, fresh, strict=True))
+        engine.state.put_vectors(model_id, new, engine.now())
+        vectors.update(new)
+    return vectors

@@ -1,0 +1,87 @@
+"""`ragsync reindex`: re-extract, re-chunk and re-embed from what the state DB kept — no
+network request. Only texts absent from the embedding cache are embedded."""
+
+from __future__ import annotations
+
+from ragsync.config import SourceConfig
+from ragsync.errors import ExtractError
+from ragsync.models import Candidate, DocumentStatus, Extracted, Response, SourceOutcome, SyncResult
+from ragsync.pipeline.check import extract
+from ragsync.pipeline.commit import commit_outcomes
+from ragsync.pipeline.context import Engine
+from ragsync.pipeline.journal import apply_journal
+from ragsync.pipeline.outcomes import Changed, Document, Page
+from ragsync.pipeline.runs import finish_run, start_run
+from ragsync.pipeline.source import WINDOW_PAGES
+from ragsync.plan import plan_chunks
+
+
+def reindex(
+    engine: Engine, sources: list[SourceConfig], *, owner: str, same_collection: bool
+) -> SyncResult:
+    """Reindex ``sources`` (the caller holds the run lock); see :meth:`Syncer.reindex`."""
+    result = start_run(engine, tag="reindex-", owner=owner)
+    if same_collection:
+        engine.state.record_collection(
+            engine.config.store.collection,
+            engine.model_id,
+            engine.embedder.dimension,
+            result.started_at,
+        )
+    try:
+        result.counters.journal_replayed = apply_journal(engine, result.counters)
+        for source in sources:
+            outcome = SourceOutcome()
+            documents = [
+                d
+                for d in engine.state.documents(source.id)
+                if d["status"] != DocumentStatus.TOMBSTONED
+            ]
+            for start in range(0, len(documents), WINDOW_PAGES):
+                window = documents[start : start + WINDOW_PAGES]
+                changed = [c for c in (reindexed(engine, d) for d in window) if c is not None]
+                if changed:
+                    commit_outcomes(engine, source, changed, outcome, result.run_id)
+            result.sources[source.id] = outcome
+            result.counters.add(outcome.counters)
+        result.ok = all(o.ok for o in result.sources.values())
+    finally:
+        engine.release_store()
+        finish_run(engine, result)
+    return result
+
+
+def reindexed(engine: Engine, document: Document) -> Changed | None:
+    """The change a document undergoes with today's extractor, chunker and model (None when
+    nothing about it would change): from its retained raw body, or, once that left the
+    retention window, from its stored Markdown."""
+    body = engine.state.raw_body(document["doc_key"])
+    extracted: Extracted | None = None
+    if body is not None and document["extractor"] != "record":
+        headers = {"content-type": body["content_type"] or ""}
+        try:
+            extracted = extract(engine, Response(body["url"], 200, headers, body["body"]))
+        except ExtractError:
+            extracted = None
+    if extracted is None:
+        extracted = Extracted(
+            document["title"],
+            document["markdown"] or "",
+            document["content_hash"],
+            document["extractor"],
+        )
+    chunks = engine.chunker.chunk(extracted.markdown)
+    _, plan = plan_chunks(
+        document["doc_key"],
+        engine.state.chunks(document["doc_key"]),
+        chunks,
+        model_id=engine.model_id,
+        now="",
+    )
+    if not plan.changed and extracted.content_hash == document["content_hash"]:
+        return None
+    candidate = Candidate(url=document["canonical_url"], lastmod=document["lastmod_hint"])
+    page = Page(document["doc_key"], document["canonical_url"], candidate, document)
+    return Changed(
+        page, extracted=extracted, chunks=tuple(chunks), raw_hash=document["raw_hash"] or ""
+    )

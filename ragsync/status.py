@@ -1,0 +1,114 @@
+"""`ragsync status`: what the state DB says of each source, the last run, the journal, the run
+lock, workers' queue and leases, and host pauses."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections import defaultdict
+from typing import Any
+
+from ragsync.clock import iso, parse_iso
+from ragsync.errors import StoreError
+from ragsync.pipeline.context import Engine
+from ragsync.policy import coverage_gaps
+
+
+def lag(engine: Engine, source_id: str | None) -> float:
+    """Seconds the most overdue page check (of one source, or of all) is late."""
+    oldest_due = engine.state.oldest_due(engine.now(), source_id)
+    if not oldest_due:
+        return 0.0
+    return round(max(0.0, (engine.clock() - parse_iso(oldest_due)).total_seconds()), 1)
+
+
+def source_status(engine: Engine, source_id: str, kind: str, counts: dict[str, int]) -> dict:
+    """One source: documents by state, what is failing (since when, why), the dead letter, the
+    attention list, the last listing and, for APIs, the polls and their coverage gaps."""
+    state = engine.state
+    lists: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for attempt in state.fetch_attempts(source_id):
+        lists[attempt["state"] or "retrying"].append(
+            {
+                "url": attempt["url"],
+                "since": attempt["first_failed_at"],
+                "attempts": attempt["attempts"],
+                "last_status": attempt["last_status"],
+                "reason": attempt["last_error"],
+                "next_retry_at": attempt["next_retry_at"],
+            }
+        )
+    documents = {"active": 0, "suspected_missing": 0, "tombstoned": 0}
+    documents.update(counts)
+    entry: dict[str, Any] = {
+        "kind": kind,
+        "lag_seconds": lag(engine, source_id),
+        "documents": documents,
+        "failing": {name: len(items) for name, items in sorted(lists.items())},
+        "retrying": lists["retrying"],
+        "dead_letter": lists["dead"],
+        "needs_attention": lists["attention"],
+        "refused": lists["refused"],
+        "oldest_check": state.oldest_check(source_id),
+        # The last listing: complete, or why not (then it proved no page gone).
+        "listing": state.listing(source_id),
+    }
+    polls = state.polls(source_id)
+    if polls:
+        windows = [(p["window_start"], p["window_end"]) for p in polls if p["outcome"] == "ok"]
+        entry["polls"] = {
+            "last": polls[-1],
+            "failed": sum(p["outcome"] == "failed" for p in polls),
+            "gaps": [{"from": a, "to": b} for a, b in coverage_gaps(windows)],
+        }
+    return entry
+
+
+def status(engine: Engine, *, count_points: bool = True) -> dict[str, Any]:
+    """The whole status report; see :meth:`ragsync.sync.Syncer.status`."""
+    state = engine.state
+    counts = state.status_counts()
+    sources = {
+        source.id: source_status(engine, source.id, source.kind, counts.get(source.id, {}))
+        for source in engine.config.sources
+    }
+    last = state.last_run()
+    now = time.time()
+    points: int | None = None
+    if count_points:
+        try:
+            points = engine.store.count()
+            for source_id, entry in sources.items():
+                entry["points_in_store"] = engine.store.count(source=source_id)
+        except StoreError:  # e.g. a local store held by a running `serve`
+            points = None
+        finally:
+            engine.release_store()
+    return {
+        "sources": sources,
+        "lag_seconds": lag(engine, None),  # how overdue the most overdue page check is
+        "queue_depth": state.queue_depth(),
+        "points_in_store": points,
+        "last_run": None
+        if last is None
+        else {
+            "run_id": last["run_id"],
+            "started_at": last["started_at"],
+            "finished_at": last["finished_at"],
+            "status": last["status"],
+            "ok": bool(last["ok"]),
+            "counters": json.loads(last["counters"] or "{}"),
+        },
+        "pending_journal": state.pending_count(),
+        # Runs in progress now (alive), or whose process died (closed by the next run), and
+        # the latest runs closed as interrupted.
+        "running": state.running_runs(now, socket.gethostname()),
+        "interrupted_runs": state.interrupted_runs(),
+        # Workers: pages queued for any worker, and who holds what right now.
+        "work_queue": state.work_depth(),
+        "leases": state.live_leases(now),
+        "host_pauses": {
+            host: iso(until) for host, until in state.host_pauses().items() if until > now
+        },
+    }
