@@ -272,7 +272,7 @@ class StoreOp:
 
 @dataclass
 class Counters:
-    """Run counters (SPEC §3.12). Names match the run report and ``/metrics``."""
+    """Run counters. Names match the run report and ``/metrics`` (README "CLI reference")."""
 
     candidates_discovered: int = 0
     discovery_parsed: int = 0  # sitemaps / feeds / API pages fetched and parsed
@@ -329,7 +329,8 @@ class SourceOutcome:
 
 @dataclass
 class SyncResult:
-    """The run report (SPEC §5): counters overall and per source."""
+    """The run report (README "CLI reference", `ragsync run --json`): counters overall and
+    per source."""
 
     run_id: str
     started_at: str
@@ -337,6 +338,18 @@ class SyncResult:
     ok: bool = True
     counters: Counters = field(default_factory=Counters)
     sources: dict[str, SourceOutcome] = field(default_factory=dict)
+
+    def merge(self, source_id: str, outcome: SourceOutcome) -> None:
+        """Add one source's outcome (a source may come up more than once in a run)."""
+        known = self.sources.get(source_id)
+        if known is None:
+            self.sources[source_id] = outcome
+        else:
+            known.ok = known.ok and outcome.ok
+            known.errors.extend(outcome.errors)
+            known.incomplete.extend(outcome.incomplete)
+            known.counters.add(outcome.counters)
+        self.counters.add(outcome.counters)
 
     def to_dict(self) -> dict:
         return {

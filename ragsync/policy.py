@@ -152,7 +152,8 @@ def rate_limit_pause(headers: dict[str, str], now: float) -> float | None:
 def missing_step(
     count: int, since: float | None, now: float, *, confirmations: int, grace: float
 ) -> tuple[int, float, bool]:
-    """One more observation of a missing page: ``(count, since, tombstone?)`` (SPEC §3.8).
+    """One more observation of a missing page: ``(count, since, tombstone?)`` (README
+    "Deletion safety").
 
     A tombstone needs both ``confirmations`` observations and ``grace`` seconds since the first.
 

@@ -46,7 +46,6 @@ from ragsync.pipeline.runs import (
     EVENTS_DEADLINE,
     finish_run,
     list_source,
-    merge,
     source_due,
     start_run,
 )
@@ -237,7 +236,7 @@ class Worker:
             if source is None:
                 continue  # dropped with the batch below
             pages = [work_candidate(row) for row in rows]
-            merge(run.result, source.id, SourceSync(run, source).claimed(pages))
+            run.result.merge(source.id, SourceSync(run, source).claimed(pages))
         extra, self._extra_claims = self._extra_claims, []
         self.state.finish_work(self.id, [row["doc_key"] for row in claimed] + extra)
 

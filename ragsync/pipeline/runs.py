@@ -9,10 +9,11 @@ from datetime import datetime, timedelta
 from ragsync.clock import iso
 from ragsync.config import SourceConfig
 from ragsync.fetch import Fetcher
-from ragsync.models import Counters, SourceOutcome, SyncResult
+from ragsync.models import Counters, SyncResult
 from ragsync.pipeline.context import Engine, Pass
 from ragsync.pipeline.journal import apply_journal
 from ragsync.pipeline.source import SourceSync
+from ragsync.pipeline.targets import drain_targets
 from ragsync.politeness import HostGate, PoliteFetcher
 from ragsync.schedule import next_source_run
 
@@ -42,19 +43,6 @@ def finish_run(engine: Engine, result: SyncResult) -> None:
     )
 
 
-def merge(result: SyncResult, source_id: str, outcome: SourceOutcome) -> None:
-    """Add one source's outcome to the run report."""
-    known = result.sources.get(source_id)
-    if known is None:
-        result.sources[source_id] = outcome
-    else:
-        known.ok = known.ok and outcome.ok
-        known.errors.extend(outcome.errors)
-        known.incomplete.extend(outcome.incomplete)
-        known.counters.add(outcome.counters)
-    result.counters.add(outcome.counters)
-
-
 def source_due(engine: Engine, source: SourceConfig, now: datetime) -> bool:
     """Whether the source's listing is due (its ``every`` or ``cron`` came)."""
     next_run = engine.state.source_next_run(source.id)
@@ -72,7 +60,7 @@ def list_source(
     """Read a due source's listing and check (with ``queue``: put on the work queue) its due
     pages, then schedule its next listing."""
     outcome = SourceSync(run, source, revalidate_all=revalidate_all).listing(queue=queue)
-    merge(run.result, source.id, outcome)
+    run.result.merge(source.id, outcome)
     due = next_source_run(begun, every=source.every, cron=source.cron)
     run.engine.state.record_source_run(
         source.id, iso(begun), iso(due), incomplete=outcome.incomplete
@@ -102,8 +90,6 @@ def run_pass(
     targeted_only: bool = False,
 ) -> SyncResult:
     """One sync pass of a single process (the caller holds the run lock)."""
-    from ragsync.pipeline.targets import drain_targets
-
     result = start_run(engine, owner=owner)
     plain, fetcher = local_fetcher(engine)
     dispatcher = engine.dispatcher()  # before any work: a bad secret fails fast
@@ -121,7 +107,7 @@ def run_pass(
             # Its listing is not due; pages whose own revisit time came still are.
             due = engine.state.due_documents(source.id, iso(begun))
             if due:
-                merge(result, source.id, SourceSync(run, source).known(due))
+                result.merge(source.id, SourceSync(run, source).known(due))
             else:
                 result.counters.sources_not_due += 1
         result.ok = all(outcome.ok for outcome in result.sources.values())

@@ -15,7 +15,6 @@ from ragsync.config import Config, SourceConfig
 from ragsync.errors import ConfigError
 from ragsync.identity import api_record_key
 from ragsync.pipeline.context import Engine, Pass
-from ragsync.pipeline.runs import merge
 from ragsync.pipeline.source import SourceSync
 from ragsync.urls import canonical_url, host_of, in_scope
 
@@ -97,5 +96,5 @@ def drain_targets(run: Pass) -> None:
             outcome = work.listing()
         else:
             outcome = work.targets(urls)
-        merge(run.result, source.id, outcome)
+        run.result.merge(source.id, outcome)
         engine.state.dequeue([item["id"] for item in items])
