@@ -147,7 +147,7 @@ def run(
     _with_progress(
         config_path,
         lambda syncer: syncer.run(source=source_id, revalidate_all=revalidate_all, wait=wait),
-        as_json,
+        as_json=as_json,
     )
 
 
@@ -206,10 +206,10 @@ def worker(
     with Syncer.from_config(config_path) as syncer:
         runner = Worker(syncer, worker_id=worker_id, lease=lease_seconds, batch=batch)
         result = runner.run(until_idle=until_idle, stop=stop)
-    _report(result, as_json)
+    _report(result, as_json=as_json)
 
 
-def _report(result: Any, as_json: bool) -> None:
+def _report(result: Any, *, as_json: bool) -> None:
     """Print a run report (JSON on stdout, or the summary on stderr) and exit 0 or 1."""
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
@@ -218,7 +218,7 @@ def _report(result: Any, as_json: bool) -> None:
     sys.exit(0 if result.ok else 1)
 
 
-def _with_progress(config_path: str, action: Callable[[Any], Any], as_json: bool) -> None:
+def _with_progress(config_path: str, action: Callable[[Any], Any], *, as_json: bool) -> None:
     """Open the syncer with progress display, run ``action(syncer)``, report the result."""
     from ragsync.sync import Syncer
 
@@ -228,7 +228,7 @@ def _with_progress(config_path: str, action: Callable[[Any], Any], as_json: bool
             result = action(syncer)
     finally:
         progress.close()
-    _report(result, as_json)
+    _report(result, as_json=as_json)
 
 
 def _quiet() -> bool:
@@ -321,7 +321,7 @@ def reindex(config_path: str, source_id: str | None, same_collection: bool, as_j
     _with_progress(
         config_path,
         lambda syncer: syncer.reindex(source=source_id, same_collection=same_collection),
-        as_json,
+        as_json=as_json,
     )
 
 
@@ -455,7 +455,7 @@ def resync(config_path: str, urls: tuple[str, ...], source_id: str | None, as_js
         except ValueError as exc:
             click.echo(f"ragsync: {exc}", err=True)
             sys.exit(2)
-    _report(result, as_json)
+    _report(result, as_json=as_json)
 
 
 @main.command()

@@ -49,7 +49,7 @@ class Candidate:
     deleted: bool = False  # an authoritative deletion signal: tombstone at once
 
 
-def work_item(doc_key: str, candidate: Candidate, unlisted: bool) -> dict[str, Any]:
+def work_item(doc_key: str, candidate: Candidate, *, unlisted: bool) -> dict[str, Any]:
     """A due page as a row of the shared work queue (see :meth:`StateDB.add_work`)."""
     record = None
     if candidate.record_id is not None or candidate.content is not None or candidate.deleted:

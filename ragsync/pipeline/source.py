@@ -146,7 +146,11 @@ class SourceSync:
             counters.held_back += held_back
             counters.not_due += not_due
         if queue:
-            engine.state.add_work(source.id, [work_item(*item) for item in work], engine.now())
+            engine.state.add_work(
+                source.id,
+                [work_item(key, cand, unlisted=unlisted) for key, cand, unlisted in work],
+                engine.now(),
+            )
             counters.pages_queued += len(work)
             return
         for start in range(0, len(work), self.window):
