@@ -6,18 +6,8 @@ import hashlib
 import math
 from datetime import UTC
 from email.utils import parsedate_to_datetime
-from typing import Literal
 
-Verdict = Literal[
-    "not_modified",  # 304: only last_checked_at moves
-    "content",  # 200 with a text body: hash, then extract
-    "missing",  # 404/410: evidence of deletion, never a deletion by itself
-    "rate_limited",  # 429
-    "needs_attention",  # 401/403: no blind retry
-    "retry",  # 5xx and other transient statuses
-    "temporary_redirect",  # 302/303/307: the page keeps its content and is retried
-    "refused",  # anything else: the page ends with a recorded reason
-]
+from ragsync.models import Verdict
 
 HTML_TYPES = frozenset({"", "text/html", "application/xhtml+xml"})
 TEXT_TYPES = frozenset({"text/plain", "text/markdown", "text/x-markdown"})
@@ -29,31 +19,31 @@ def classify(status: int, content_type: str, body: bytes) -> tuple[Verdict, str]
     Example::
 
         >>> classify(304, "", b"")
-        ('not_modified', '')
+        (<Verdict.NOT_MODIFIED: 'not_modified'>, '')
         >>> classify(302, "", b"")
-        ('temporary_redirect', 'HTTP 302: temporary redirect')
+        (<Verdict.TEMPORARY_REDIRECT: 'temporary_redirect'>, 'HTTP 302: temporary redirect')
         >>> classify(200, "image/png", b"...")
-        ('refused', 'not a text page: content type image/png')
+        (<Verdict.REFUSED: 'refused'>, 'not a text page: content type image/png')
     """
     if status == 304:
-        return "not_modified", ""
+        return Verdict.NOT_MODIFIED, ""
     if status in (404, 410):
-        return "missing", f"HTTP {status}"
+        return Verdict.MISSING, f"HTTP {status}"
     if status in (302, 303, 307):  # RFC 9110 §15.4: the resource is still this URL
-        return "temporary_redirect", f"HTTP {status}: temporary redirect"
+        return Verdict.TEMPORARY_REDIRECT, f"HTTP {status}: temporary redirect"
     if status == 429:
-        return "rate_limited", "HTTP 429"
+        return Verdict.RATE_LIMITED, "HTTP 429"
     if status in (401, 403):
-        return "needs_attention", f"HTTP {status}"
+        return Verdict.NEEDS_ATTENTION, f"HTTP {status}"
     if status >= 500 or status == 408:
-        return "retry", f"HTTP {status}"
+        return Verdict.RETRY, f"HTTP {status}"
     if status != 200:
-        return "refused", f"HTTP {status}"
+        return Verdict.REFUSED, f"HTTP {status}"
     if content_type not in HTML_TYPES and content_type not in TEXT_TYPES:
-        return "refused", f"not a text page: content type {content_type}"
+        return Verdict.REFUSED, f"not a text page: content type {content_type}"
     if not body.strip():
-        return "refused", "empty body on HTTP 200"
-    return "content", ""
+        return Verdict.REFUSED, "empty body on HTTP 200"
+    return Verdict.CONTENT, ""
 
 
 def raw_hash(body: bytes) -> str:
