@@ -237,7 +237,7 @@ class Change:
     diff: str
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Change:
+    def from_row(cls, row: Mapping[str, Any]) -> Change:
         return cls(
             id=row["id"],
             run_id=row["run_id"],

@@ -9,7 +9,6 @@ from typing import Any
 
 from ragsync.models import DocumentStatus
 from ragsync.state.repository import Repository
-from ragsync.state.rows import DocumentRow
 
 
 class Documents(Repository):
@@ -17,16 +16,18 @@ class Documents(Repository):
     :meth:`ragsync.state.index.Index.commit_document`; this repository reads it and moves the
     fields a check changes without new content."""
 
-    def get(self, doc_key: str) -> DocumentRow | None:
+    # Rows are returned as plain dicts (shaped as rows.DocumentRow) while ragsync.sync's
+    # callers annotate documents as dict[str, Any]; a TypedDict return would not type-check there.
+    def get(self, doc_key: str) -> dict[str, Any] | None:
         rows = list(self.db.query("select * from documents where doc_key = ?", [doc_key]))
         return rows[0] if rows else None
 
-    def get_many(self, doc_keys: Sequence[str]) -> dict[str, DocumentRow]:
+    def get_many(self, doc_keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The documents among ``doc_keys`` that exist, by key."""
         sql = "select * from documents where doc_key in ({marks})"
-        return {row["doc_key"]: row for row in self.state.query_in(sql, doc_keys)}  # type: ignore[misc]
+        return {row["doc_key"]: row for row in self.state.query_in(sql, doc_keys)}
 
-    def list(self, source_id: str | None = None) -> builtins.list[DocumentRow]:
+    def list(self, source_id: str | None = None) -> builtins.list[dict[str, Any]]:
         if source_id is None:
             return list(self.db.query("select * from documents order by doc_key"))
         sql = "select * from documents where source_id = ? order by doc_key"

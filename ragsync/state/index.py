@@ -64,10 +64,10 @@ class Index(Repository):
 
     def commit_document(
         self,
-        document: DocumentRow,
+        document: DocumentRow | dict[str, Any],
         chunks: Sequence[StoredChunk],
-        ops: Sequence[JournalOpRow],
-        change: ChangeRow | None,
+        ops: Sequence[JournalOpRow | dict[str, Any]],
+        change: ChangeRow | dict[str, Any] | None,
         aliases: Sequence[Mapping[str, Any]] = (),
         events: Sequence[Mapping[str, Any]] = (),
         raw_body: Mapping[str, Any] | None = None,
@@ -132,7 +132,10 @@ class Index(Repository):
         return True
 
     def _stale_point_deletes(
-        self, doc_key: str, chunks: Sequence[StoredChunk], ops: Sequence[JournalOpRow]
+        self,
+        doc_key: str,
+        chunks: Sequence[StoredChunk],
+        ops: Sequence[JournalOpRow | dict[str, Any]],
     ) -> list[JournalOpRow]:
         """Deletes for stored points that neither stay nor are deleted by ``ops``.
 
