@@ -284,7 +284,7 @@ class Syncer:
             per_host_concurrency=self.config.fetch.per_host_concurrency,
             min_delay=self.config.fetch.per_host_delay,
             max_wait=self.config.fetch.max_pause_wait,
-            pauses=self.state.host_pauses(),
+            pauses=self.state.hosts.list_pauses(),
         )
         fetcher = PoliteFetcher(plain, gate, default_pause=self.config.fetch.retry_base)
         dispatcher = self._dispatcher()  # before any work: a bad secret fails fast
@@ -297,7 +297,7 @@ class Syncer:
                 begun = self.clock()
                 if not revalidate_all and not self._source_due(source_config, begun):
                     # Its listing is not due; pages whose own revisit time came still are.
-                    known = self.state.due_documents(source_config.id, iso(begun))
+                    known = self.state.documents.list_due(source_config.id, iso(begun))
                     if not known:
                         result.counters.sources_not_due += 1
                         continue
@@ -311,7 +311,7 @@ class Syncer:
             if dispatcher is not None:
                 result.counters.events_delivered = dispatcher.deliver_due(EVENTS_DEADLINE)
             retention = timedelta(seconds=self.config.state.raw_body_retention)
-            self.state.prune_raw_bodies(iso(self.clock() - retention))
+            self.state.index.remove_raw_bodies(iso(self.clock() - retention))
         finally:
             if dispatcher is not None:
                 dispatcher.close()
@@ -339,7 +339,7 @@ class Syncer:
         counting = CountingEmbedder(self.embedder)
         with tempfile.TemporaryDirectory(prefix="ragsync-plan-") as folder:
             copy = self.state.copy_to(Path(folder) / "state.db")
-            copy.drop_leases()  # the copy is this dry run's alone, whoever holds the real one
+            copy.leases.remove_all()  # the copy is this dry run's alone, whoever holds the real one
             dry = Syncer(
                 dataclasses.replace(self.config, events=()),
                 embedder=counting,
@@ -376,15 +376,15 @@ class Syncer:
     def due_now(self) -> bool:
         """Whether a pass would do anything now (targeted work, a due source or page)."""
         now = self.clock()
-        if self.state.queue_depth():
+        if self.state.targets.count():
             return True
         if any(self._source_due(source, now) for source in self.config.sources):
             return True
-        next_due = self.state.next_due()
+        next_due = self.state.runs.next_due()
         return next_due is not None and next_due <= iso(now)
 
     def _source_due(self, source: SourceConfig, now: datetime) -> bool:
-        next_run = self.state.source_next_run(source.id)
+        next_run = self.state.runs.next_run_at(source.id)
         return next_run is None or next_run <= iso(now)
 
     def watch(self, *, stop: threading.Event | None = None, max_sleep: float = 300.0) -> None:
@@ -394,12 +394,12 @@ class Syncer:
         stop = stop or threading.Event()
         while not stop.is_set():
             self.run(wait=True)  # a `ragsync run` in progress: take the next turn
-            next_due = self.state.next_due()
+            next_due = self.state.runs.next_due()
             wait = max_sleep
             if next_due:
                 moment = parse_iso(next_due)
                 wait = min(max_sleep, max(1.0, (moment - self.clock()).total_seconds()))
-            if self.state.queue_depth():
+            if self.state.targets.count():
                 wait = 1.0
             log.info("next pass in %.0f s", wait)
             stop.wait(wait)
@@ -419,15 +419,15 @@ class Syncer:
     def _drain_queue(self, fetcher: PoliteFetcher, result: SyncResult) -> None:
         """Re-sync the URLs webhooks and `resync` queued, then forget them (only after their
         pages are committed: a crash leaves them queued)."""
-        for source, items in self.by_source(self.state.queued()):
+        for source, items in self.by_source(self.state.targets.list()):
             if source is None:
-                self.state.dequeue([item["id"] for item in items])
+                self.state.targets.remove([item["id"] for item in items])
                 continue
             source_id = source.id
             urls = [item["url"] for item in items if item["url"]]
             for item in items:
                 if item["record_id"]:  # an API record: its page, or a poll of the source
-                    document = self.state.document(f"{source_id}:id:{item['record_id']}")
+                    document = self.state.documents.get(f"{source_id}:id:{item['record_id']}")
                     if document and document["extractor"] != "record":
                         urls.append(document["canonical_url"])
             if any(item["record_id"] for item in items) and source.kind == "http_api":
@@ -435,7 +435,7 @@ class Syncer:
             else:
                 outcome = self._sync_source(source, fetcher, result.run_id, True, urls)
             self._merge(result, source_id, outcome)
-            self.state.dequeue([item["id"] for item in items])
+            self.state.targets.remove([item["id"] for item in items])
 
     def by_source(
         self, rows: Iterable[dict[str, Any]]
@@ -495,7 +495,7 @@ class Syncer:
             )
         now = iso(self.clock())
         for source_id, found in plan.items():
-            self.state.enqueue_targets(source_id, found, reason="resync", at=now)
+            self.state.targets.add(source_id, found, reason="resync", at=now)
         return self.run(targeted_only=True, wait=wait)
 
     async def aresync(self, urls: Sequence[str], *, source: str | None = None) -> SyncResult:
@@ -509,7 +509,7 @@ class Syncer:
         result = SyncResult(
             run_id=f"{started:%Y%m%dT%H%M%S}-{tag}{uuid.uuid4().hex[:8]}", started_at=iso(started)
         )
-        self.state.start_run(result.run_id, result.started_at, owner=owner or self.run_lock.owner)
+        self.state.runs.add(result.run_id, result.started_at, owner=owner or self.run_lock.owner)
         return result
 
     def _list_source(
@@ -527,11 +527,13 @@ class Syncer:
         outcome = self._sync_source(source, fetcher, result.run_id, revalidate_all, enqueue=enqueue)
         self._merge(result, source.id, outcome)
         due = next_source_run(begun, every=source.every, cron=source.cron)
-        self.state.record_source_run(source.id, iso(begun), iso(due), incomplete=outcome.incomplete)
+        self.state.runs.put_source_run(
+            source.id, iso(begun), iso(due), incomplete=outcome.incomplete
+        )
 
     def _finish_run(self, result: SyncResult) -> None:
         result.finished_at = iso(self.clock())
-        self.state.finish_run(
+        self.state.runs.finish(
             result.run_id,
             finished_at=result.finished_at,
             ok=result.ok,
@@ -542,9 +544,9 @@ class Syncer:
     def _check_collection_model(self) -> None:
         """Never mix the vectors of two models in one collection."""
         name = self.config.store.collection
-        recorded = self.state.collection_model(name)
+        recorded = self.state.index.get_collection_model(name)
         if recorded is None:
-            self.state.record_collection(
+            self.state.index.put_collection(
                 name, self.model_id, self.embedder.dimension, iso(self.clock())
             )
         elif recorded != self.model_id:
@@ -579,16 +581,18 @@ class Syncer:
             started_at=iso(started),
         )
         if same_collection:
-            self.state.record_collection(
+            self.state.index.put_collection(
                 self.config.store.collection, self.model_id, self.embedder.dimension, iso(started)
             )
-        self.state.start_run(result.run_id, result.started_at, owner=self.run_lock.owner)
+        self.state.runs.add(result.run_id, result.started_at, owner=self.run_lock.owner)
         try:
             result.counters.journal_replayed = self._apply_journal(result.counters)
             for source_config in sources:
                 outcome = SourceOutcome()
                 documents = [
-                    d for d in self.state.documents(source_config.id) if d["status"] != "tombstoned"
+                    d
+                    for d in self.state.documents.list(source_config.id)
+                    if d["status"] != "tombstoned"
                 ]
                 for start in range(0, len(documents), WINDOW_PAGES):
                     pages = [self._reindex_page(d) for d in documents[start : start + WINDOW_PAGES]]
@@ -606,7 +610,7 @@ class Syncer:
     def _reindex_page(self, document: dict[str, Any]) -> _Page | None:
         """The page a document becomes with today's extractor, chunker and model (None when
         nothing about it would change)."""
-        body = self.state.raw_body(document["doc_key"])
+        body = self.state.index.get_raw_body(document["doc_key"])
         extracted: Extracted | None = None
         if body is not None and document["extractor"] != "record":
             headers = {"content-type": body["content_type"] or ""}
@@ -624,7 +628,7 @@ class Syncer:
         chunks = self.chunker.chunk(extracted.markdown)
         _, plan = plan_chunks(
             document["doc_key"],
-            self.state.chunks(document["doc_key"]),
+            self.state.index.get_chunks(document["doc_key"]),
             chunks,
             model_id=self.model_id,
             now="",
@@ -675,7 +679,7 @@ class Syncer:
                         f"since: {since!r} is neither a duration ('2h') nor an ISO timestamp"
                     ) from None
                 since = iso(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
-        rows = self.state.changes(since)
+        rows = self.state.runs.list_changes(since)
         return [
             Change.from_row(row) for row in rows if source is None or row["source_id"] == source
         ]
@@ -712,10 +716,10 @@ class Syncer:
             for source_id, s in syncer.status()["sources"].items():
                 print(source_id, s["documents"], len(s["dead_letter"]))
         """
-        counts = self.state.status_counts()
+        counts = self.state.documents.count_by_status()
         sources: dict[str, dict[str, Any]] = {}
         for source in self.config.sources:
-            attempts = self.state.fetch_attempts(source.id)
+            attempts = self.state.attempts.list(source.id)
             lists: dict[str, list[dict[str, Any]]] = defaultdict(list)
             for attempt in attempts:
                 lists[attempt["state"] or "retrying"].append(
@@ -739,11 +743,11 @@ class Syncer:
                 "dead_letter": lists["dead"],
                 "needs_attention": lists["attention"],
                 "refused": lists["refused"],
-                "oldest_check": self.state.oldest_check(source.id),
+                "oldest_check": self.state.documents.oldest_check(source.id),
                 # The last listing: complete, or why not (then it proved no page gone).
-                "listing": self.state.listing(source.id),
+                "listing": self.state.runs.get_listing(source.id),
             }
-            polls = self.state.polls(source.id)
+            polls = self.state.discovery.list_polls(source.id)
             if polls:
                 windows = [
                     (p["window_start"], p["window_end"]) for p in polls if p["outcome"] == "ok"
@@ -753,7 +757,7 @@ class Syncer:
                     "failed": sum(p["outcome"] == "failed" for p in polls),
                     "gaps": [{"from": a, "to": b} for a, b in coverage_gaps(windows)],
                 }
-        last = self.state.last_run()
+        last = self.state.runs.get_last()
         now = time.time()
         points: int | None = None
         if count_points:
@@ -768,7 +772,7 @@ class Syncer:
         return {
             "sources": sources,
             "lag_seconds": self._lag(None),  # how overdue the most overdue page check is
-            "queue_depth": self.state.queue_depth(),
+            "queue_depth": self.state.targets.count(),
             "points_in_store": points,
             "last_run": None
             if last is None
@@ -780,21 +784,23 @@ class Syncer:
                 "ok": bool(last["ok"]),
                 "counters": json.loads(last["counters"] or "{}"),
             },
-            "pending_journal": self.state.pending_count(),
+            "pending_journal": self.state.journal.count(),
             # Runs in progress now (alive), or whose process died (closed by the next run),
             # and the latest runs closed as interrupted.
-            "running": self.state.running_runs(now, socket.gethostname()),
-            "interrupted_runs": self.state.interrupted_runs(),
+            "running": self.state.runs.list_running(now, socket.gethostname()),
+            "interrupted_runs": self.state.runs.list_interrupted(),
             # Workers: pages queued for any worker, and who holds what right now.
-            "work_queue": self.state.work_depth(),
-            "leases": self.state.live_leases(now),
+            "work_queue": self.state.work.count(),
+            "leases": self.state.leases.list_live(now),
             "host_pauses": {
-                host: iso(until) for host, until in self.state.host_pauses().items() if until > now
+                host: iso(until)
+                for host, until in self.state.hosts.list_pauses().items()
+                if until > now
             },
         }
 
     def _lag(self, source_id: str | None) -> float:
-        oldest_due = self.state.oldest_due(iso(self.clock()), source_id)
+        oldest_due = self.state.documents.oldest_due(iso(self.clock()), source_id)
         if not oldest_due:
             return 0.0
         moment = parse_iso(oldest_due)
@@ -819,11 +825,11 @@ class Syncer:
 
     def _verify(self, *, repair: bool) -> VerifyReport:
         try:
-            pending = self.state.pending_count()
+            pending = self.state.journal.count()
             if repair and pending:
                 self._apply_journal(Counters())
             report = self._compare()
-            report.pending_journal = self.state.pending_count() if repair else pending
+            report.pending_journal = self.state.journal.count() if repair else pending
             if repair and not report.clean:
                 self._repair(report)
                 report.repaired = True
@@ -833,9 +839,9 @@ class Syncer:
 
     def _expected_points(self) -> tuple[dict[str, dict], dict[str, tuple[str, str]]]:
         """``({point_id: payload}, {point_id: (doc_key, chunk_hash)})`` from the state DB."""
-        documents = {d["doc_key"]: d for d in self.state.documents()}
+        documents = {d["doc_key"]: d for d in self.state.documents.list()}
         payloads, origin = {}, {}
-        for doc_key, chunk in self.state.all_chunks():
+        for doc_key, chunk in self.state.index.list_chunks():
             document = documents[doc_key]
             payloads[chunk.point_id] = chunk_payload(
                 chunk, document=document, model_id=self.model_id
@@ -878,7 +884,7 @@ class Syncer:
             )
         for pid in report.orphans:
             ops.append({**base, "doc_key": None, "op": "delete", "point_id": pid})
-        self.state.enqueue(ops)
+        self.state.journal.add(ops)
         self._apply_journal(Counters())
 
     # -- one source -----------------------------------------------------------------------
@@ -967,26 +973,26 @@ class Syncer:
             unlisted one is a known page a *complete* listing left out."""
             if not revalidate_all and not due_already:
                 now = iso(self.clock())
-                held, retry = self.state.retry_gates(source.id, now)
+                held, retry = self.state.attempts.retry_gates(source.id, now)
                 free = [item for item in work if item[0] not in held]
                 due = [item for item in free if item[0] in retry or _page_due(item, info, now)]
                 counters.held_back += len(work) - len(free)
                 counters.not_due += len(free) - len(due)
                 work = due
             if enqueue:
-                self.state.add_work(
+                self.state.work.add(
                     source.id, [work_item(*item) for item in work], iso(self.clock())
                 )
                 counters.pages_queued += len(work)
                 return
             for start in range(0, len(work), window):
                 part = work[start : start + window]
-                documents = self.state.documents_by_key([key for key, _, _ in part])
+                documents = self.state.documents.get_many([key for key, _, _ in part])
                 batch = [(key, cand, unlisted, documents.get(key)) for key, cand, unlisted in part]
                 pages = list(pool.map(prepare, batch))
                 for host, (until, reason) in fetcher.take_new_pauses().items():
                     # At least: a longer pause another worker set meanwhile stands.
-                    self.state.pause_host_at_least(host, until, reason, iso(self.clock()))
+                    self.state.hosts.pause_at_least(host, until, reason, iso(self.clock()))
                 self._commit_pages(source, pages, outcome, run_id)
                 # A listed URL that moved lists its target: not to be verified as unlisted.
                 seen.update(p.doc_key for p in pages if p.moved_from is not None and not p.unlisted)
@@ -1000,7 +1006,7 @@ class Syncer:
         window = max(WINDOW_PAGES, self.config.fetch.concurrency * 2)
         # Read once per source: when each known page is due and the lastmod it was checked at.
         # Pages committed during this run are absent from it, and never come up twice (seen).
-        info = {} if claimed is not None else self.state.due_info(source.id)
+        info = {} if claimed is not None else self.state.documents.due_hints(source.id)
         seen: set[str] = set()
         with ThreadPoolExecutor(max_workers=self.config.fetch.concurrency) as pool:
             if claimed is not None:
@@ -1023,7 +1029,9 @@ class Syncer:
                 counters.candidates_discovered += len(listed)
                 check([(key, cand, False) for key, cand in listed])
                 if checkpoint is not None:  # only now: everything it covers is committed
-                    self.state.save_checkpoint(source.id, checkpoint.value, iso(self.clock()))
+                    self.state.discovery.put_checkpoint(
+                        source.id, checkpoint.value, iso(self.clock())
+                    )
             outcome.incomplete = list(ctx.incomplete_reasons)
             if outcome.incomplete:
                 counters.listings_incomplete += 1
@@ -1093,7 +1101,7 @@ class Syncer:
         (``max_interval`` after it was last confirmed): then the URL itself is requested, and
         if it serves its own page again its record comes back.
         """
-        aliases = self.state.alias_checks(source.id)
+        aliases = self.state.aliases.verified(source.id)
         stale = iso(self.clock() - timedelta(seconds=source.max_interval))
         reverify: list[str] = []
         unique: dict[str, Candidate] = {}
@@ -1125,7 +1133,7 @@ class Syncer:
             seen.add(key)
             unique[key] = Candidate(url=url, lastmod=candidate.lastmod, priority=candidate.priority)
         if reverify:  # requested in this pass: confirmed again, or restored
-            self.state.verify_aliases(reverify, iso(self.clock()))
+            self.state.aliases.mark_verified(reverify, iso(self.clock()))
 
         # Work order: new pages and pages whose lastmod moved first (lastmod is a hint for
         # ordering only: every listed page is revalidated all the same), then newest lastmod.
@@ -1140,7 +1148,7 @@ class Syncer:
         """Known pages the source no longer lists: verified by fetch, never dropped unseen."""
         return [
             (doc["doc_key"], Candidate(url=doc["canonical_url"]))
-            for doc in self.state.documents(source.id)
+            for doc in self.state.documents.list(source.id)
             if doc["doc_key"] not in listed and doc["status"] != "tombstoned"
         ]
 
@@ -1332,7 +1340,7 @@ class Syncer:
                 self._record_failure(source, page, now, outcome)
             if page.moved_from is not None:
                 self._retire_moved(source, page, now, run_id, counters)
-        self.state.mark_checked(checked)  # one transaction for every page found unchanged
+        self.state.documents.mark_checked(checked)  # one transaction for every page found unchanged
         log.debug("committed %d pages; applying the journal", len(pages))
         self._apply_journal(counters)
 
@@ -1372,7 +1380,7 @@ class Syncer:
                 continue
             page.moved_from = old or {"doc_key": page.doc_key, "canonical_url": page.url}
             page.doc_key, page.url = target_key, page.moved_to
-            page.document = target = self.state.document(target_key)
+            page.document = target = self.state.documents.get(target_key)
             if target_key in taken:
                 page.kind = "moved_only"  # the target is handled by its own page in this batch
                 continue
@@ -1406,7 +1414,7 @@ class Syncer:
         count, since = page.move_step
         reason = f"redirects permanently to {page.moved_to}"
         evidence = _with_evidence(document, at=now, status=page.status, reason=reason)
-        self.state.record_missing(
+        self.state.documents.mark_missing(
             page.doc_key,
             count=count,
             since=iso(since),
@@ -1436,11 +1444,11 @@ class Syncer:
             "verified_at": now,
         }
         if old.get("status") == "tombstoned":  # an alias confirmed again, or a late move
-            self.state.add_alias(alias)
+            self.state.aliases.put(alias)
             return
         counters.records_moved += 1
         if "status" not in old:  # a URL never indexed under its own key
-            self.state.add_alias(alias)
+            self.state.aliases.put(alias)
             return
         reason = f"moved to {page.url}"
         evidence = _with_evidence(old, at=now, status=page.status, reason=reason)
@@ -1487,7 +1495,7 @@ class Syncer:
         payload_moved = document is not None and (
             document["title"] != page.extracted.title or document["canonical_url"] != page.url
         )
-        old = self.state.chunks(page.doc_key) if document else []
+        old = self.state.index.get_chunks(page.doc_key) if document else []
         return plan_chunks(
             page.doc_key,
             old,
@@ -1503,7 +1511,7 @@ class Syncer:
             return
         # Sorted by length so that the model's batches carry little padding.
         missing = sorted(
-            self.state.missing_vectors(texts, self.model_id), key=lambda h: (len(texts[h]), h)
+            self.state.embeddings.missing(texts, self.model_id), key=lambda h: (len(texts[h]), h)
         )
         counters.chunks_reused += len(texts) - len(missing)
         # Cached every few model batches, so a killed run keeps the embedding work it did.
@@ -1511,7 +1519,7 @@ class Syncer:
         for start in range(0, len(missing), step):
             batch = missing[start : start + step]
             vectors = self.embedder.embed([texts[h] for h in batch])
-            self.state.put_vectors(
+            self.state.embeddings.put(
                 self.model_id, dict(zip(batch, vectors, strict=True)), iso(self.clock())
             )
             counters.chunks_embedded += len(batch)
@@ -1621,7 +1629,7 @@ class Syncer:
         # Committed concurrently by another worker (the target of a move it was checking)?
         # Then its change row and events stand, and this one is not written twice.
         fresh = before is None or before["content_hash"] != extracted.content_hash
-        committed = self.state.commit_document(
+        committed = self.state.index.commit_document(
             document,
             stored,
             ops,
@@ -1640,7 +1648,7 @@ class Syncer:
     ) -> None:
         """Classify a failed page (SPEC §3.3); its last good content is never touched."""
         counters, fetch = outcome.counters, self.config.fetch
-        previous = self.state.attempt(page.doc_key)
+        previous = self.state.attempts.get(page.doc_key)
         attempts = (previous["attempts"] if previous else 0) + 1
         retry_at: float | None = None
         body = None
@@ -1680,7 +1688,7 @@ class Syncer:
         if retry_at is not None:
             counters.retries_scheduled += 1
         next_retry_at = iso(retry_at) if retry_at else None
-        self.state.record_failure(
+        self.state.attempts.add(
             page.doc_key,
             page.url,
             source_id=source.id,
@@ -1707,7 +1715,7 @@ class Syncer:
         """Missing evidence (SPEC §3.8): suspected first, tombstoned only when confirmed."""
         document = page.document
         if document is None:
-            self.state.record_failure(
+            self.state.attempts.add(
                 page.doc_key,
                 page.url,
                 source_id=source.id,
@@ -1736,7 +1744,7 @@ class Syncer:
                 count,
                 source.missing_confirmations,
             )
-            self.state.record_missing(
+            self.state.documents.mark_missing(
                 page.doc_key, count=count, since=since_iso, evidence=evidence, at=now
             )
             return
@@ -1769,7 +1777,7 @@ class Syncer:
         """One transaction: the record becomes a tombstone (identity, URL, time, reason,
         evidence kept), its chunks go, and the journal deletes its points."""
         doc_key, url = document["doc_key"], document["canonical_url"]
-        old = self.state.chunks(doc_key)
+        old = self.state.index.get_chunks(doc_key)
         tombstoned = {
             **document,
             "status": "tombstoned",
@@ -1797,7 +1805,7 @@ class Syncer:
             "at": now,
         }
         events = outbox_rows(change, self.config.events, now)
-        self.state.commit_document(tombstoned, [], ops, change, aliases, events)
+        self.state.index.commit_document(tombstoned, [], ops, change, aliases, events)
         counters.tombstones_created += 1
 
     def _apply_journal(self, counters: Counters) -> int:
@@ -1810,7 +1818,7 @@ class Syncer:
         """
         if self.journal_lease is None:
             return self._apply_pending(counters)
-        if not self.state.pending_count():
+        if not self.state.journal.count():
             return 0
         with self.journal_lease("journal") as held:
             return self._apply_pending(counters) if held else 0
@@ -1819,7 +1827,7 @@ class Syncer:
         applied = 0
         dimension_checked = False
         while True:
-            ops = self.state.pending_ops(JOURNAL_BATCH)
+            ops = self.state.journal.pending(JOURNAL_BATCH)
             if not ops:
                 return applied
             store = self.store
@@ -1829,7 +1837,7 @@ class Syncer:
                 dimension_checked = True
             for kind, group in groupby(ops, key=lambda op: op.op):
                 self._apply(kind, list(group), store, counters)
-            self.state.mark_done([op.seq for op in ops])
+            self.state.journal.remove([op.seq for op in ops])
             applied += len(ops)
             log.debug("applied %d journal operations", applied)
 
@@ -1857,7 +1865,7 @@ class Syncer:
         self, hashes: list[str], model_id: str, ops: list[StoreOp]
     ) -> dict[str, list[float]]:
         """Cached vectors; a text the cache lacks (it was cleared) is embedded again."""
-        vectors = self.state.vectors(hashes, model_id)
+        vectors = self.state.embeddings.get_many(hashes, model_id)
         lacking = {
             op.text_hash: (op.payload or {}).get("page_content", "")
             for op in ops
@@ -1866,6 +1874,6 @@ class Syncer:
         if lacking and model_id == self.model_id:
             fresh = self.embedder.embed(list(lacking.values()))
             new = dict(zip(lacking, fresh, strict=True))
-            self.state.put_vectors(model_id, new, iso(self.clock()))
+            self.state.embeddings.put(model_id, new, iso(self.clock()))
             vectors.update(new)
         return vectors
