@@ -83,7 +83,7 @@ def main() -> None:
     try:
         cold = measure("cold sync", "ragsync", ragsync)
         state = StateDB(work / ".ragsync" / "state.db")
-        texts = [chunk.text for _, chunk in state.all_chunks()]
+        texts = [chunk.text for _, chunk in state.index.list_chunks()]
         state.close()
         (work / "texts.json").write_text(json.dumps(texts))
         bare_wall, bare = run_json([str(HERE / "bare_embed.py"), str(work / "texts.json")])

@@ -163,7 +163,7 @@ def main() -> None:
             state.close()
             warm = run_workers(config, count, work)
             state = StateDB(state_url)
-            active = sum(n.get("active", 0) for n in state.status_counts().values())
+            active = sum(n.get("active", 0) for n in state.documents.count_by_status().values())
             state.close()
             if active != per_site * options.sites:
                 raise SystemExit(f"{count} workers indexed {active} pages, not {options.pages}")

@@ -372,7 +372,7 @@ def events(
 
     with Syncer.from_config(config_path) as syncer:
         if replay_id or replay_dead:
-            count = syncer.state.replay_events(
+            count = syncer.state.outbox.replay(
                 event_id=replay_id, dead=replay_dead, at=iso(utc_now())
             )
             delivered = syncer.deliver_events()
@@ -381,7 +381,7 @@ def events(
                 click.echo(f"ragsync: no event {replay_id!r}", err=True)
                 sys.exit(2)
             return
-        rows = syncer.state.events("dead" if dead else None)
+        rows = syncer.state.outbox.list("dead" if dead else None)
     if as_json:
         click.echo(
             json.dumps([{k: v for k, v in row.items() if k != "payload"} for row in rows], indent=2)

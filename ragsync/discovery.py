@@ -89,7 +89,7 @@ class DiscoveryContext:
                 (lxml, zlib, a decode error, a ``KeyError`` on odd JSON) is wrapped, so that
                 one hostile document is one failed document, never a failed run.
         """
-        cached = self.state.discovery_entry(url)
+        cached = self.state.discovery.get_entry(url)
         etag = cached["etag"] if cached else None
         last_modified = cached["last_modified"] if cached else None
         self._outcome.counters.requests_sent += 1
@@ -111,7 +111,7 @@ class DiscoveryContext:
         except Exception as exc:
             raise ValueError(f"unparseable ({type(exc).__name__}: {exc})") from exc
         self._outcome.counters.discovery_parsed += 1
-        self.state.put_discovery_entry(
+        self.state.discovery.put_entry(
             {
                 "url": url,
                 "source_id": self.source_id,
@@ -125,7 +125,7 @@ class DiscoveryContext:
 
     def poll_started(self, window_start: str, window_end: str) -> int:
         """Log the start of a poll of ``[window_start, window_end]``; returns its id."""
-        return self.state.log_poll(
+        return self.state.discovery.add_poll(
             {
                 "source_id": self.source_id,
                 "window_start": window_start,
@@ -146,7 +146,7 @@ class DiscoveryContext:
         error: str | None = None,
     ) -> None:
         """Log how a poll ended (``ok`` only once all its pages are committed)."""
-        self.state.update_poll(
+        self.state.discovery.update_poll(
             poll_id,
             {
                 "finished_at": self.now(),
@@ -160,7 +160,7 @@ class DiscoveryContext:
 
     def checkpoint(self) -> Any:
         """The source's last committed continuation (None before the first)."""
-        return self.state.checkpoint(self.source_id)
+        return self.state.discovery.get_checkpoint(self.source_id)
 
     def warn(self, message: str) -> None:
         """Record a problem of discovery in the run report (the source is then not ok) that

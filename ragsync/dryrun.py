@@ -29,7 +29,7 @@ def dry_run(
     counting = CountingEmbedder(engine.embedder)
     with tempfile.TemporaryDirectory(prefix="ragsync-plan-") as folder:
         copy = engine.state.copy_to(Path(folder) / "state.db")
-        copy.drop_leases()  # the copy is this dry run's alone, whoever holds the real one
+        copy.leases.remove_all()  # the copy is this dry run's alone, whoever holds the real one
         dry = Engine(
             dataclasses.replace(engine.config, events=()),
             copy,
@@ -51,7 +51,7 @@ def dry_run(
                     "chunks_removed": change.chunks_removed,
                     "chunks_kept": change.chunks_kept,
                 }
-                for change in map(Change.from_row, copy.changes())
+                for change in map(Change.from_row, copy.runs.list_changes())
                 if change.run_id == result.run_id
             ]
         finally:

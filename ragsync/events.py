@@ -1,7 +1,7 @@
 """Outbound change events: a transactional outbox and an at-least-once dispatcher.
 
 Events are written to the ``outbox`` in the same transaction as the change they describe
-(:meth:`ragsync.state.StateDB.commit_document`), so a crash can delay an event but never lose
+(:meth:`ragsync.state.index.Index.commit_document`), so a crash can delay an event but never lose
 it. The dispatcher signs each delivery per Standard Webhooks (``webhook-id``,
 ``webhook-timestamp``, ``webhook-signature: v1,<base64 HMAC-SHA256>``, through the
 ``standardwebhooks`` package), retries network errors, 5xx and 429 (honouring ``Retry-After``)
@@ -144,7 +144,7 @@ class Dispatcher:
         stop = self.now() + deadline
         delivered = 0
         while self.now() < stop:
-            due = self.state.due_events(iso(self.now()))
+            due = self.state.outbox.list_due(iso(self.now()))
             if not due:
                 break
             for row in due:
@@ -156,7 +156,7 @@ class Dispatcher:
     def _deliver(self, row: dict[str, Any], budget: float) -> int:
         endpoint, webhook = self.endpoints.get(row["endpoint"], (None, None))
         if endpoint is None:  # the endpoint left the config: keep the event for a replay
-            self.state.update_event(
+            self.state.outbox.update(
                 row["seq"], {"state": "dead", "last_error": "endpoint no longer configured"}
             )
             return 0
@@ -190,7 +190,7 @@ class Dispatcher:
         except httpx.HTTPError as exc:
             status, error = None, f"network error: {exc}"
         if status is not None and 200 <= status < 300:
-            self.state.update_event(
+            self.state.outbox.update(
                 row["seq"],
                 {"state": "delivered", "attempts": attempts, "delivered_at": iso(self.now())},
             )
@@ -198,7 +198,7 @@ class Dispatcher:
         retryable = status is None or status >= 500 or status in (408, 429)
         if not retryable or attempts >= endpoint.max_attempts:
             log.warning("event %s to %s: %s; dead letter", row["event_id"], endpoint.url, error)
-            self.state.update_event(
+            self.state.outbox.update(
                 row["seq"], {"state": "dead", "attempts": attempts, "last_error": error}
             )
             return 0
@@ -206,7 +206,7 @@ class Dispatcher:
             attempts, base=endpoint.retry_base, cap=endpoint.retry_cap, draw=self.random.random()
         )
         delay = max(delay, retry_after or 0.0)
-        self.state.update_event(
+        self.state.outbox.update(
             row["seq"],
             {
                 "attempts": attempts,

@@ -10,18 +10,45 @@ from enum import StrEnum
 from typing import Any, Literal
 from urllib.parse import urljoin, urlsplit
 
-
-class DocumentStatus(StrEnum):
-    """A record's status in the state DB (the stored values)."""
-
-    ACTIVE = "active"
-    SUSPECTED_MISSING = "suspected_missing"
-    TOMBSTONED = "tombstoned"
-    FAILING = "failing"
-
-
 ChangeType = Literal["created", "updated", "removed", "restored"]
 OpKind = Literal["upsert", "delete", "set_payload"]
+
+
+class DocumentStatus(StrEnum):
+    """A document's ``status`` column (README "Deletion safety"); members equal their values.
+
+    Example::
+
+        >>> DocumentStatus("tombstoned") == "tombstoned"
+        True
+    """
+
+    ACTIVE = "active"  # indexed and answering
+    SUSPECTED_MISSING = "suspected_missing"  # missing evidence seen: still retrievable
+    TOMBSTONED = "tombstoned"  # deleted from the index; the row stays for the change log
+
+
+class AttemptState(StrEnum):
+    """A failed page's ``fetch_attempts.state``: what happens to it next."""
+
+    RETRYING = "retrying"  # due again at next_retry_at
+    DEAD = "dead"  # retries exhausted: held back until a person or a listing change acts
+    ATTENTION = "attention"  # 401/403: a person must act; no blind retry
+    REFUSED = "refused"  # the page cannot be indexed as served (type, empty body, status)
+    MISSING = "missing"  # 404/410 before the page was ever indexed
+
+
+class Verdict(StrEnum):
+    """What a response means for a page (:func:`ragsync.policy.classify`)."""
+
+    NOT_MODIFIED = "not_modified"  # 304: only last_checked_at moves
+    CONTENT = "content"  # 200 with a text body: hash, then extract
+    MISSING = "missing"  # 404/410: evidence of deletion, never a deletion by itself
+    RATE_LIMITED = "rate_limited"  # 429
+    NEEDS_ATTENTION = "needs_attention"  # 401/403: no blind retry
+    RETRY = "retry"  # 5xx and other transient statuses
+    TEMPORARY_REDIRECT = "temporary_redirect"  # 302/303/307: content kept, page retried
+    REFUSED = "refused"  # anything else: the page ends with a recorded reason
 
 
 def media_type(content_type: str) -> str:
@@ -50,7 +77,7 @@ class Candidate:
 
 
 def work_item(doc_key: str, candidate: Candidate, *, unlisted: bool) -> dict[str, Any]:
-    """A due page as a row of the shared work queue (see :meth:`StateDB.add_work`)."""
+    """A due page as a row of the shared work queue (:meth:`ragsync.state.work.WorkQueue.add`)."""
     record = None
     if candidate.record_id is not None or candidate.content is not None or candidate.deleted:
         record = json.dumps(
@@ -210,7 +237,7 @@ class Change:
     diff: str
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Change:
+    def from_row(cls, row: Mapping[str, Any]) -> Change:
         return cls(
             id=row["id"],
             run_id=row["run_id"],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragsync.identity import point_id
@@ -70,7 +70,7 @@ def plan_chunks(
     return stored, ChunkPlan(tuple(add), tuple(remove), tuple(keep), tuple(repayload))
 
 
-def chunk_payload(chunk: StoredChunk, *, document: dict[str, Any], model_id: str) -> dict:
+def chunk_payload(chunk: StoredChunk, *, document: Mapping[str, Any], model_id: str) -> dict:
     """The LangChain-compatible point payload of ``chunk`` (``page_content`` + ``metadata``)."""
     return {
         "page_content": chunk.text,

@@ -8,18 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
-from typing import Literal
 
-Verdict = Literal[
-    "not_modified",  # 304: only last_checked_at moves
-    "content",  # 200 with a text body: hash, then extract
-    "missing",  # 404/410: evidence of deletion, never a deletion by itself
-    "rate_limited",  # 429
-    "needs_attention",  # 401/403: no blind retry
-    "retry",  # 5xx and other transient statuses
-    "temporary_redirect",  # 302/303/307: the page keeps its content and is retried
-    "refused",  # anything else: the page ends with a recorded reason
-]
+from ragsync.models import AttemptState, Verdict
 
 HTML_TYPES = frozenset({"", "text/html", "application/xhtml+xml"})
 TEXT_TYPES = frozenset({"text/plain", "text/markdown", "text/x-markdown"})
@@ -31,31 +21,31 @@ def classify(status: int, content_type: str, body: bytes) -> tuple[Verdict, str]
     Example::
 
         >>> classify(304, "", b"")
-        ('not_modified', '')
+        (<Verdict.NOT_MODIFIED: 'not_modified'>, '')
         >>> classify(302, "", b"")
-        ('temporary_redirect', 'HTTP 302: temporary redirect')
+        (<Verdict.TEMPORARY_REDIRECT: 'temporary_redirect'>, 'HTTP 302: temporary redirect')
         >>> classify(200, "image/png", b"...")
-        ('refused', 'not a text page: content type image/png')
+        (<Verdict.REFUSED: 'refused'>, 'not a text page: content type image/png')
     """
     if status == 304:
-        return "not_modified", ""
+        return Verdict.NOT_MODIFIED, ""
     if status in (404, 410):
-        return "missing", f"HTTP {status}"
+        return Verdict.MISSING, f"HTTP {status}"
     if status in (302, 303, 307):  # RFC 9110 §15.4: the resource is still this URL
-        return "temporary_redirect", f"HTTP {status}: temporary redirect"
+        return Verdict.TEMPORARY_REDIRECT, f"HTTP {status}: temporary redirect"
     if status == 429:
-        return "rate_limited", "HTTP 429"
+        return Verdict.RATE_LIMITED, "HTTP 429"
     if status in (401, 403):
-        return "needs_attention", f"HTTP {status}"
+        return Verdict.NEEDS_ATTENTION, f"HTTP {status}"
     if status >= 500 or status == 408:
-        return "retry", f"HTTP {status}"
+        return Verdict.RETRY, f"HTTP {status}"
     if status != 200:
-        return "refused", f"HTTP {status}"
+        return Verdict.REFUSED, f"HTTP {status}"
     if content_type not in HTML_TYPES and content_type not in TEXT_TYPES:
-        return "refused", f"not a text page: content type {content_type}"
+        return Verdict.REFUSED, f"not a text page: content type {content_type}"
     if not body.strip():
-        return "refused", "empty body on HTTP 200"
-    return "content", ""
+        return Verdict.REFUSED, "empty body on HTTP 200"
+    return Verdict.CONTENT, ""
 
 
 def raw_hash(body: bytes) -> str:
@@ -200,7 +190,7 @@ class FailureStep:
         keep_body: keep the response body for diagnosis (a parse failure).
     """
 
-    state: str
+    state: AttemptState
     counter: str
     retry_at: float | None = None
     keep_body: bool = False
@@ -227,18 +217,20 @@ def failure_step(
 
     Example::
 
-        >>> failure_step("rate_limited", transient=True, attempts=9, now=0.0, pause_until=30.0,
-        ...     retry_attempts=3, retry_base=60, retry_cap=3600, draw=lambda: 0.5)
-        FailureStep(state='retrying', counter='responses_429', retry_at=30.0, keep_body=False)
+        >>> step = failure_step("rate_limited", transient=True, attempts=9, now=0.0,
+        ...     pause_until=30.0, retry_attempts=3, retry_base=60, retry_cap=3600, draw=lambda: 0.5)
+        >>> str(step.state), step.counter, step.retry_at
+        ('retrying', 'responses_429', 30.0)
         >>> failure_step("retry", transient=True, attempts=3, now=0.0, pause_until=None,
-        ...     retry_attempts=3, retry_base=60, retry_cap=3600, draw=lambda: 0.5).state
+        ...     retry_attempts=3, retry_base=60, retry_cap=3600, draw=lambda: 0.5).state.value
         'dead'
-        >>> failure_step("parse_failure", transient=False, attempts=1, now=0.0,
+        >>> step = failure_step("parse_failure", transient=False, attempts=1, now=0.0,
         ...     pause_until=None, retry_attempts=3, retry_base=60, retry_cap=3600, draw=lambda: 0.5)
-        FailureStep(state='refused', counter='parse_failures', retry_at=None, keep_body=True)
+        >>> str(step.state), step.counter, step.keep_body
+        ('refused', 'parse_failures', True)
     """
     if verdict == "rate_limited":
-        return FailureStep("retrying", "responses_429", pause_until or now + retry_base)
+        return FailureStep(AttemptState.RETRYING, "responses_429", pause_until or now + retry_base)
 
     def backoff() -> float:
         return retry_delay(attempts, base=retry_base, cap=retry_cap, draw=draw())
@@ -246,14 +238,16 @@ def failure_step(
     if verdict == "temporary_redirect":
         # A server saying "elsewhere, for now" (a maintenance window): never the dead letter,
         # and never a move; the page is asked again with backoff.
-        return FailureStep("retrying", "temporary_redirects", now + backoff())
+        return FailureStep(AttemptState.RETRYING, "temporary_redirects", now + backoff())
     if verdict == "needs_attention":
-        return FailureStep("attention", "fetch_errors")
+        return FailureStep(AttemptState.ATTENTION, "fetch_errors")
     if transient and attempts >= retry_attempts:
-        return FailureStep("dead", "fetch_errors")
+        return FailureStep(AttemptState.DEAD, "fetch_errors")
     if transient:
-        return FailureStep("retrying", "fetch_errors", max(now + backoff(), pause_until or 0.0))
+        return FailureStep(
+            AttemptState.RETRYING, "fetch_errors", max(now + backoff(), pause_until or 0.0)
+        )
     if verdict == "parse_failure":
-        return FailureStep("refused", "parse_failures", keep_body=True)
+        return FailureStep(AttemptState.REFUSED, "parse_failures", keep_body=True)
     # Binary, oversized, a redirect loop, empty: retried next run.
-    return FailureStep("refused", "fetch_errors")
+    return FailureStep(AttemptState.REFUSED, "fetch_errors")

@@ -229,18 +229,18 @@ class SharedHostGate:
 
     def set_crawl_delay(self, host: str, seconds: float | None) -> None:
         if seconds and float(seconds) > self.min_delay:
-            self.state.set_crawl_delay(host, float(seconds))
+            self.state.hosts.put_crawl_delay(host, float(seconds))
 
     def pause(self, host: str, seconds: float) -> float:
         stamp = iso(self._now())
         return float(
-            self.state.pause_host_at_least(
+            self.state.hosts.pause_at_least(
                 host, self._now() + seconds, f"paused by worker {self.owner}", stamp
             )
         )
 
     def paused_until(self, host: str) -> float:
-        return float(self.state.paused_until(host))
+        return float(self.state.hosts.paused_until(host))
 
     @contextmanager
     def request(self, host: str) -> Iterator[None]:
@@ -250,7 +250,7 @@ class SharedHostGate:
             HostPaused: the host is paused for longer than ``max_wait``.
         """
         while True:
-            taken = self.state.take_host_slot(
+            taken = self.state.hosts.claim_slot(
                 host,
                 self.owner,
                 limit=self.per_host_concurrency,
@@ -275,4 +275,4 @@ class SharedHostGate:
                 paused, now = self.paused_until(host), self._now()
             yield
         finally:
-            self.state.give_host_slot(host, slot, self.owner)
+            self.state.hosts.release_slot(host, slot, self.owner)

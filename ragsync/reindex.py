@@ -10,7 +10,7 @@ from ragsync.pipeline.check import extract
 from ragsync.pipeline.commit import commit_outcomes
 from ragsync.pipeline.context import Engine
 from ragsync.pipeline.journal import apply_journal
-from ragsync.pipeline.outcomes import Changed, Document, Page
+from ragsync.pipeline.outcomes import Changed, Document, Page, stored_content
 from ragsync.pipeline.runs import finish_run, start_run
 from ragsync.pipeline.source import WINDOW_PAGES
 from ragsync.plan import plan_chunks
@@ -22,7 +22,7 @@ def reindex(
     """Reindex ``sources`` (the caller holds the run lock); see :meth:`Syncer.reindex`."""
     result = start_run(engine, tag="reindex-", owner=owner)
     if same_collection:
-        engine.state.record_collection(
+        engine.state.index.put_collection(
             engine.config.store.collection,
             engine.model_id,
             engine.embedder.dimension,
@@ -34,7 +34,7 @@ def reindex(
             outcome = SourceOutcome()
             documents = [
                 d
-                for d in engine.state.documents(source.id)
+                for d in engine.state.documents.list(source.id)
                 if d["status"] != DocumentStatus.TOMBSTONED
             ]
             for start in range(0, len(documents), WINDOW_PAGES):
@@ -55,7 +55,7 @@ def reindexed(engine: Engine, document: Document) -> Changed | None:
     """The change a document undergoes with today's extractor, chunker and model (None when
     nothing about it would change): from its retained raw body, or, once that left the
     retention window, from its stored Markdown."""
-    body = engine.state.raw_body(document["doc_key"])
+    body = engine.state.index.get_raw_body(document["doc_key"])
     extracted: Extracted | None = None
     if body is not None and document["extractor"] != "record":
         headers = {"content-type": body["content_type"] or ""}
@@ -64,16 +64,11 @@ def reindexed(engine: Engine, document: Document) -> Changed | None:
         except ExtractError:
             extracted = None
     if extracted is None:
-        extracted = Extracted(
-            document["title"],
-            document["markdown"] or "",
-            document["content_hash"],
-            document["extractor"],
-        )
+        extracted = stored_content(document)
     chunks = engine.chunker.chunk(extracted.markdown)
     _, plan = plan_chunks(
         document["doc_key"],
-        engine.state.chunks(document["doc_key"]),
+        engine.state.index.get_chunks(document["doc_key"]),
         chunks,
         model_id=engine.model_id,
         now="",

@@ -3,10 +3,13 @@ match it through the journal (vectors from the cache; only texts it lacks are em
 
 from __future__ import annotations
 
+from typing import Any
+
 from ragsync.models import Counters
 from ragsync.pipeline.context import Engine
-from ragsync.pipeline.journal import apply_journal, delete_op, set_payload_op, upsert_op
+from ragsync.pipeline.journal import apply_journal
 from ragsync.plan import chunk_payload
+from ragsync.state import journal_op
 from ragsync.verify import VerifyReport, compare
 
 Expected = tuple[dict[str, dict], dict[str, tuple[str, str]]]
@@ -14,9 +17,9 @@ Expected = tuple[dict[str, dict], dict[str, tuple[str, str]]]
 
 def expected_points(engine: Engine) -> Expected:
     """``({point_id: payload}, {point_id: (doc_key, chunk_hash)})`` from the state DB."""
-    documents = {d["doc_key"]: d for d in engine.state.documents()}
+    documents = {d["doc_key"]: d for d in engine.state.documents.list()}
     payloads, origin = {}, {}
-    for doc_key, chunk in engine.state.all_chunks():
+    for doc_key, chunk in engine.state.index.list_chunks():
         payloads[chunk.point_id] = chunk_payload(
             chunk, document=documents[doc_key], model_id=engine.model_id
         )
@@ -27,13 +30,13 @@ def expected_points(engine: Engine) -> Expected:
 def verify(engine: Engine, *, repair: bool) -> VerifyReport:
     """Compare (and with ``repair``, first replay the journal, then mend the drift)."""
     try:
-        pending = engine.state.pending_count()
+        pending = engine.state.journal.count()
         if repair and pending:
             apply_journal(engine, Counters())
         expected, origin = expected_points(engine)
         actual = {pid: payload for pid, payload, _ in engine.store.points()}
         report = compare(expected, actual)
-        report.pending_journal = engine.state.pending_count() if repair else pending
+        report.pending_journal = engine.state.journal.count() if repair else pending
         if repair and not report.clean:
             mend(engine, report, (expected, origin))
             report.repaired = True
@@ -46,18 +49,25 @@ def mend(engine: Engine, report: VerifyReport, points: Expected) -> None:
     """Write the missing points, rewrite drifted payloads and delete orphans, all through the
     journal, then apply it."""
     expected, origin = points
-    base = {"run_id": "verify", "at": engine.now()}
+    base: dict[str, Any] = {"run_id": "verify", "created_at": engine.now()}
     ops = []
     for pid in report.missing:
         doc_key, text_hash = origin[pid]
+        payload = expected[pid]
         ops.append(
-            upsert_op(
-                pid, expected[pid], text_hash, model_id=engine.model_id, doc_key=doc_key, **base
+            journal_op(
+                "upsert",
+                pid,
+                doc_key=doc_key,
+                payload=payload,
+                text_hash=text_hash,
+                model_id=engine.model_id,
+                **base,
             )
         )
-    ops.extend(
-        set_payload_op(pid, expected[pid], doc_key=origin[pid][0], **base) for pid in report.drift
-    )
-    ops.extend(delete_op(pid, doc_key=None, **base) for pid in report.orphans)
-    engine.state.enqueue(ops)
+    for pid in report.drift:
+        doc_key = origin[pid][0]
+        ops.append(journal_op("set_payload", pid, doc_key=doc_key, payload=expected[pid], **base))
+    ops.extend(journal_op("delete", pid, doc_key=None, **base) for pid in report.orphans)
+    engine.state.journal.add(ops)
     apply_journal(engine, Counters())

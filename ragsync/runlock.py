@@ -133,7 +133,7 @@ class RunLock:
         announced = False
         while True:
             now = self.clock()
-            holders = self.state.take_run_lock(
+            holders = self.state.leases.claim_run_lock(
                 self.name,
                 self.owner,
                 exclusive=not self.shared,
@@ -164,7 +164,7 @@ class RunLock:
             if self._beat is not None:
                 self._beat.join(timeout=5)
                 self._beat = None
-            self.state.release_lease(self.name, self.owner)
+            self.state.leases.release(self.name, self.owner)
         self._guard.release()
 
     def _as_holder(self) -> dict[str, Any]:
@@ -189,6 +189,6 @@ class RunLock:
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.lease / 3):
             try:
-                self.state.renew_lease(self.name, self.owner, self.clock() + self.lease)
+                self.state.leases.renew(self.name, self.owner, self.clock() + self.lease)
             except Exception:  # a busy or lost connection: the next beat tries again
                 log.exception("run lock: heartbeat failed")

@@ -138,7 +138,7 @@ def create_app(config: Config, loop: ServeLoop | None = None) -> Starlette:
         outside = [url for url in urls if not owns(source, url)]
         if outside:
             return JSONResponse({"error": "outside the source's scope", "urls": outside}, 422)
-        queued = reader.state.enqueue_targets(
+        queued = reader.state.targets.add(
             source_id,
             urls,
             record_ids=ids,
@@ -161,8 +161,10 @@ def create_app(config: Config, loop: ServeLoop | None = None) -> Starlette:
             if delta > 0:
                 totals[name].inc(delta)
                 setattr(exported, name, value)
-        queue_depth.set(reader.state.queue_depth())
-        oldest = min((reader.state.oldest_check(s.id) or "" for s in config.sources), default="")
+        queue_depth.set(reader.state.targets.count())
+        oldest = min(
+            (reader.state.documents.oldest_check(s.id) or "" for s in config.sources), default=""
+        )
         if oldest:
             moment = parse_iso(oldest)
             lag.set((utc_now() - moment).total_seconds())

@@ -11,13 +11,14 @@ from typing import Any
 
 from ragsync.clock import iso, parse_iso
 from ragsync.errors import StoreError
+from ragsync.models import AttemptState, DocumentStatus
 from ragsync.pipeline.context import Engine
 from ragsync.policy import coverage_gaps
 
 
 def lag(engine: Engine, source_id: str | None) -> float:
     """Seconds the most overdue page check (of one source, or of all) is late."""
-    oldest_due = engine.state.oldest_due(engine.now(), source_id)
+    oldest_due = engine.state.documents.oldest_due(engine.now(), source_id)
     if not oldest_due:
         return 0.0
     return round(max(0.0, (engine.clock() - parse_iso(oldest_due)).total_seconds()), 1)
@@ -28,8 +29,8 @@ def source_status(engine: Engine, source_id: str, kind: str, counts: dict[str, i
     attention list, the last listing and, for APIs, the polls and their coverage gaps."""
     state = engine.state
     lists: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for attempt in state.fetch_attempts(source_id):
-        lists[attempt["state"] or "retrying"].append(
+    for attempt in state.attempts.list(source_id):
+        lists[attempt["state"] or AttemptState.RETRYING].append(
             {
                 "url": attempt["url"],
                 "since": attempt["first_failed_at"],
@@ -39,22 +40,22 @@ def source_status(engine: Engine, source_id: str, kind: str, counts: dict[str, i
                 "next_retry_at": attempt["next_retry_at"],
             }
         )
-    documents = {"active": 0, "suspected_missing": 0, "tombstoned": 0}
+    documents: dict[str, int] = {status: 0 for status in DocumentStatus}
     documents.update(counts)
     entry: dict[str, Any] = {
         "kind": kind,
         "lag_seconds": lag(engine, source_id),
         "documents": documents,
         "failing": {name: len(items) for name, items in sorted(lists.items())},
-        "retrying": lists["retrying"],
-        "dead_letter": lists["dead"],
-        "needs_attention": lists["attention"],
-        "refused": lists["refused"],
-        "oldest_check": state.oldest_check(source_id),
+        "retrying": lists[AttemptState.RETRYING],
+        "dead_letter": lists[AttemptState.DEAD],
+        "needs_attention": lists[AttemptState.ATTENTION],
+        "refused": lists[AttemptState.REFUSED],
+        "oldest_check": state.documents.oldest_check(source_id),
         # The last listing: complete, or why not (then it proved no page gone).
-        "listing": state.listing(source_id),
+        "listing": state.runs.get_listing(source_id),
     }
-    polls = state.polls(source_id)
+    polls = state.discovery.list_polls(source_id)
     if polls:
         windows = [(p["window_start"], p["window_end"]) for p in polls if p["outcome"] == "ok"]
         entry["polls"] = {
@@ -68,12 +69,12 @@ def source_status(engine: Engine, source_id: str, kind: str, counts: dict[str, i
 def status(engine: Engine, *, count_points: bool = True) -> dict[str, Any]:
     """The whole status report; see :meth:`ragsync.sync.Syncer.status`."""
     state = engine.state
-    counts = state.status_counts()
+    counts = state.documents.count_by_status()
     sources = {
         source.id: source_status(engine, source.id, source.kind, counts.get(source.id, {}))
         for source in engine.config.sources
     }
-    last = state.last_run()
+    last = state.runs.get_last()
     now = time.time()
     points: int | None = None
     if count_points:
@@ -88,7 +89,7 @@ def status(engine: Engine, *, count_points: bool = True) -> dict[str, Any]:
     return {
         "sources": sources,
         "lag_seconds": lag(engine, None),  # how overdue the most overdue page check is
-        "queue_depth": state.queue_depth(),
+        "queue_depth": state.targets.count(),
         "points_in_store": points,
         "last_run": None
         if last is None
@@ -100,15 +101,15 @@ def status(engine: Engine, *, count_points: bool = True) -> dict[str, Any]:
             "ok": bool(last["ok"]),
             "counters": json.loads(last["counters"] or "{}"),
         },
-        "pending_journal": state.pending_count(),
+        "pending_journal": state.journal.count(),
         # Runs in progress now (alive), or whose process died (closed by the next run), and
         # the latest runs closed as interrupted.
-        "running": state.running_runs(now, socket.gethostname()),
-        "interrupted_runs": state.interrupted_runs(),
+        "running": state.runs.list_running(now, socket.gethostname()),
+        "interrupted_runs": state.runs.list_interrupted(),
         # Workers: pages queued for any worker, and who holds what right now.
-        "work_queue": state.work_depth(),
-        "leases": state.live_leases(now),
+        "work_queue": state.work.count(),
+        "leases": state.leases.list_live(now),
         "host_pauses": {
-            host: iso(until) for host, until in state.host_pauses().items() if until > now
+            host: iso(until) for host, until in state.hosts.list_pauses().items() if until > now
         },
     }

@@ -180,11 +180,11 @@ class Syncer:
     def due_now(self) -> bool:
         """Whether a pass would do anything now (targeted work, a due source or page)."""
         now = self.clock()
-        if self.state.queue_depth():
+        if self.state.targets.count():
             return True
         if any(source_due(self.engine, source, now) for source in self.config.sources):
             return True
-        next_due = self.state.next_due()
+        next_due = self.state.runs.next_due()
         return next_due is not None and next_due <= iso(now)
 
     def watch(self, *, stop: threading.Event | None = None, max_sleep: float = 300.0) -> None:
@@ -194,12 +194,12 @@ class Syncer:
         stop = stop or threading.Event()
         while not stop.is_set():
             self.run(wait=True)  # a `ragsync run` in progress: take the next turn
-            next_due = self.state.next_due()
+            next_due = self.state.runs.next_due()
             wait = max_sleep
             if next_due:
                 seconds = (parse_iso(next_due) - self.clock()).total_seconds()
                 wait = min(max_sleep, max(1.0, seconds))
-            if self.state.queue_depth():
+            if self.state.targets.count():
                 wait = 1.0
             log.info("next pass in %.0f s", wait)
             stop.wait(wait)
@@ -275,7 +275,7 @@ class Syncer:
                     raise ValueError(
                         f"since: {since!r} is neither a duration ('2h') nor an ISO timestamp"
                     ) from None
-        rows = self.state.changes(since)
+        rows = self.state.runs.list_changes(since)
         return [
             Change.from_row(row) for row in rows if source is None or row["source_id"] == source
         ]

@@ -108,18 +108,18 @@ class Worker:
     def holding(self, name: str) -> Iterator[bool]:
         """Hold lease ``name`` for the block if nobody else does; yields whether it is held."""
         now = time.time()
-        held = self.state.take_lease(name, self.id, now=now, until=now + self.lease)
+        held = self.state.leases.claim(name, self.id, now=now, until=now + self.lease)
         try:
             yield held
         finally:
             if held:
-                self.state.release_lease(name, self.id)
+                self.state.leases.release(name, self.id)
 
     def claim_page(self, source_id: str, doc_key: str) -> bool:
         """Claim a page outside the claimed batch (a move's target) until the batch ends;
         False when another worker holds it."""
         now = time.time()
-        if not self.state.claim_page(
+        if not self.state.work.claim_page(
             doc_key,
             source_id,
             self.id,
@@ -134,7 +134,7 @@ class Worker:
     def _heartbeat(self, stop: threading.Event) -> None:
         while not stop.wait(self.lease / 3):
             try:
-                self.state.renew_leases(self.id, time.time() + self.lease)
+                self.state.leases.renew_all(self.id, time.time() + self.lease)
             except Exception:  # a lost connection: the next beat tries again
                 log.exception("worker %s: heartbeat failed", self.id)
 
@@ -182,7 +182,7 @@ class Worker:
             run.result.ok = all(outcome.ok for outcome in run.result.sources.values())
         finally:
             beating.set()
-            self.state.release_claims(self.id)  # a clean stop hands its claims back at once
+            self.state.leases.release_all(self.id)  # a clean stop hands its claims back at once
             if dispatcher is not None:
                 dispatcher.close()
             plain.close()
@@ -193,16 +193,16 @@ class Worker:
     def step(self, run: Pass) -> bool:
         """One turn of the loop; returns whether it found anything to do."""
         busy = self._list_sources(run)
-        if self.state.queue_depth():
+        if self.state.targets.count():
             with self.holding("queue") as held:
                 if held:
                     drain_targets(run)
                     busy = True
         now = time.time()
-        claimed = self.state.claim_work(self.id, now=now, until=now + self.lease, limit=self.batch)
+        claimed = self.state.work.claim(self.id, now=now, until=now + self.lease, limit=self.batch)
         if claimed:
             log.info("worker %s claimed %d pages", self.id, len(claimed))
-            self.state.close_orphan_runs(now)  # a dead worker's run, whose claims come back
+            self.state.runs.close_orphans(now)  # a dead worker's run, whose claims come back
             self._check_claimed(claimed, run)
             busy = True
         if apply_journal(self.engine, run.result.counters):
@@ -226,7 +226,7 @@ class Worker:
                     list_source(run, source, begun, queue=True)
                     busy = True
                 else:
-                    queued = self.state.add_due_work(source.id, iso(begun), iso(begun))
+                    queued = self.state.work.add_due(source.id, iso(begun), iso(begun))
                     run.result.counters.pages_queued += queued
                     busy = busy or queued > 0
         return busy
@@ -238,18 +238,18 @@ class Worker:
             pages = [work_candidate(row) for row in rows]
             run.result.merge(source.id, SourceSync(run, source).claimed(pages))
         extra, self._extra_claims = self._extra_claims, []
-        self.state.finish_work(self.id, [row["doc_key"] for row in claimed] + extra)
+        self.state.work.finish(self.id, [row["doc_key"] for row in claimed] + extra)
 
     def idle(self) -> bool:
         """Nothing due, queued, claimed, pending or being listed anywhere."""
         now = self.engine.clock()
         if any(source_due(self.engine, source, now) for source in self.config.sources):
             return False
-        if self.state.work_depth() or self.state.pending_count() or self.state.queue_depth():
+        if self.state.work.count() or self.state.journal.count() or self.state.targets.count():
             return False
         busy = [
             name
-            for name in self.state.live_leases(time.time())
+            for name in self.state.leases.list_live(time.time())
             if name != "events" and not name.startswith("worker:")  # the run lock's shares
         ]
         return not busy

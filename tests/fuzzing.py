@@ -375,10 +375,10 @@ def page_problems(
     the engine's safety net (``internal error: …``: an exception nothing expected).
     """
     counters = report["sources"].get(source_id, {}).get("counters", {})
-    documents = {d["doc_key"]: d for d in state.documents(source_id)}
-    attempts = {a["doc_key"]: a for a in state.fetch_attempts(source_id)}
-    aliases = state.aliases(source_id)
-    paused = set(state.host_pauses())  # paused at some point (a short pause may be over)
+    documents = {d["doc_key"]: d for d in state.documents.list(source_id)}
+    attempts = {a["doc_key"]: a for a in state.attempts.list(source_id)}
+    aliases = state.aliases.targets(source_id)
+    paused = set(state.hosts.list_pauses())  # paused at some point (a short pause may be over)
     problems = [
         f"{a['url']}: attempt without a reason ({a['state']})"
         for a in attempts.values()

@@ -68,7 +68,7 @@ def back_to_exact(syncer: Syncer, clock: Clock, before: dict, embedder) -> None:
     assert points_by_url(syncer) == before
     assert embedder.texts == []
     assert syncer.verify().clean
-    statuses = {d["status"] for d in syncer.state.documents()}
+    statuses = {d["status"] for d in syncer.state.documents.list()}
     assert statuses == {"active"}
 
 
@@ -150,14 +150,14 @@ def test_a_temporary_redirect_window_changes_nothing_and_never_reaches_its_targe
     paths = [hit.path for hit in site.hits[seen:]]
     assert paths.count("/guide/page-0") >= 2  # asked again (retried), run after run
     assert "/maintenance" not in paths  # a temporary target is never fetched
-    assert syncer.state.aliases("docs") == {}
-    attempts = {a["url"]: a for a in syncer.state.fetch_attempts("docs")}
+    assert syncer.state.aliases.targets("docs") == {}
+    attempts = {a["url"]: a for a in syncer.state.attempts.list("docs")}
     attempt = attempts[site.base_url + "/guide/page-0"]
     assert attempt["state"] == "retrying" and "temporary redirect" in attempt["last_error"]
     site.fault = None
     clock.advance(hours=1)  # the retry comes due
     back_to_exact(syncer, clock, before, embedder)
-    assert syncer.state.fetch_attempts("docs") == []
+    assert syncer.state.attempts.list("docs") == []
 
 
 def test_transient_404s_never_delete_and_a_real_disappearance_still_does(world, embedder):
@@ -178,7 +178,7 @@ def test_transient_404s_never_delete_and_a_real_disappearance_still_does(world, 
     for _ in range(3):
         clock.advance(minutes=40)
         syncer.run()
-    document = syncer.state.document(f"docs:{gone}")
+    document = syncer.state.documents.get(f"docs:{gone}")
     assert document["status"] == "tombstoned" and document["tombstone_reason"] == "HTTP 410"
     assert gone not in points_by_url(syncer)
 
@@ -199,7 +199,7 @@ def test_a_permanent_redirect_moves_the_record_only_once_confirmed(world, embedd
     assert result.counters.moves_suspected == 1 and result.counters.records_moved == 0
     urls = points_by_url(syncer)
     assert urls[old] == before[old] and len(urls[new]) == len(before[old])
-    assert syncer.state.document(f"docs:{old}")["status"] == "suspected_missing"
+    assert syncer.state.documents.get(f"docs:{old}")["status"] == "suspected_missing"
 
     clock.advance(minutes=40)
     syncer.run()  # 2nd observation, 40 min after the first: not yet the grace
@@ -210,10 +210,10 @@ def test_a_permanent_redirect_moves_the_record_only_once_confirmed(world, embedd
     assert result.counters.records_moved == 1
     urls = points_by_url(syncer)
     assert old not in urls and len(urls[new]) == len(before[old])
-    assert syncer.state.aliases("docs") == {f"docs:{old}": f"docs:{new}"}
+    assert syncer.state.aliases.targets("docs") == {f"docs:{old}": f"docs:{new}"}
     assert embedder.texts == []  # the same texts: vectors from the cache all along
     assert syncer.verify().clean
-    created = [c for c in syncer.state.changes() if c["url"] == new]
+    created = [c for c in syncer.state.runs.list_changes() if c["url"] == new]
     assert [c["change_type"] for c in created] == ["created"]
 
 
@@ -232,7 +232,7 @@ def test_an_alias_is_reverified_and_a_url_serving_its_own_page_again_comes_back(
     clock.advance(hours=1)
     syncer.run()
     assert old not in points_by_url(syncer)
-    assert f"docs:{old}" in syncer.state.aliases("docs")
+    assert f"docs:{old}" in syncer.state.aliases.targets("docs")
 
     site.pages["/guide/page-2"] = page  # the site serves the old URL's own page again
     seen = len(site.hits)
@@ -244,8 +244,8 @@ def test_an_alias_is_reverified_and_a_url_serving_its_own_page_again_comes_back(
     result = syncer.run()  # due for re-verification: requested, and restored from the cache
     assert points_by_url(syncer)[old] == before[old]
     assert embedder.texts == []
-    assert syncer.state.document(f"docs:{old}")["status"] == "active"
-    assert f"docs:{old}" not in syncer.state.aliases("docs")
+    assert syncer.state.documents.get(f"docs:{old}")["status"] == "active"
+    assert f"docs:{old}" not in syncer.state.aliases.targets("docs")
     assert result.counters.documents_updated >= 1
 
 
@@ -286,7 +286,7 @@ def test_a_page_whose_content_is_only_its_title_is_indexed_by_its_title(world, e
     result = syncer.run()
     assert result.ok, result.to_dict()
     url = site.base_url + "/guide/newsletter"
-    chunks = syncer.state.chunks(f"docs:{url}")
+    chunks = syncer.state.index.get_chunks(f"docs:{url}")
     assert [c.text for c in chunks] == ["Monthly newsletter archive"]
     hits = syncer.search("monthly newsletter archive", k=3)
     assert hits[0].url == url

@@ -87,8 +87,8 @@ def index_of(folder: Path) -> tuple[dict[str, dict], set[str], int, int]:
         store.close()
     state = StateDB.from_config(config.state)
     try:
-        state_ids = {chunk.point_id for _, chunk in state.all_chunks()}
-        pending = state.pending_count()
+        state_ids = {chunk.point_id for _, chunk in state.index.list_chunks()}
+        pending = state.journal.count()
     finally:
         state.close()
     return points, state_ids, count, pending

@@ -167,8 +167,8 @@ def test_a_dripping_page_fails_alone_and_the_run_goes_on(tmp_path, embedder):
             started = time.monotonic()
             result = syncer.run()
             elapsed = time.monotonic() - started
-            [attempt] = syncer.state.fetch_attempts("docs")
-            documents = syncer.state.documents("docs")
+            [attempt] = syncer.state.attempts.list("docs")
+            documents = syncer.state.documents.list("docs")
             points = syncer.store.count()
     finally:
         slow.stop()
@@ -214,7 +214,7 @@ def deliver_one(tmp_path, endpoint_timeout, deadline):
     finally:
         dispatcher.close()
         server.stop()
-    [event] = state.events()
+    [event] = state.outbox.list()
     state.close()
     return elapsed, event
 

@@ -47,7 +47,7 @@ def points_of(syncer, path, site):
 
 
 def doc(syncer, site, path):
-    return syncer.state.document(f"docs:{site.base_url}{path}")
+    return syncer.state.documents.get(f"docs:{site.base_url}{path}")
 
 
 def test_a_404_once_then_200_is_never_removed(world):
@@ -98,8 +98,8 @@ def test_tombstone_needs_confirmations_and_grace_then_a_200_restores(world, embe
     evidence = json.loads(tomb["missing_evidence"])
     assert [e["status"] for e in evidence] == [410, 410, 410]
     assert points_of(syncer, GONE, site) == set()
-    assert syncer.state.chunks(tomb["doc_key"]) == []
-    assert syncer.state.changes()[-1]["change_type"] == "removed"
+    assert syncer.state.index.get_chunks(tomb["doc_key"]) == []
+    assert syncer.state.runs.list_changes()[-1]["change_type"] == "removed"
 
     site.pages[GONE] = body  # the page comes back: restored, from the cache
     embedder.texts.clear()
@@ -108,7 +108,7 @@ def test_tombstone_needs_confirmations_and_grace_then_a_200_restores(world, embe
     assert doc(syncer, site, GONE)["status"] == "active"
     assert points_of(syncer, GONE, site) == before
     assert embedder.texts == []
-    assert syncer.state.changes()[-1]["change_type"] == "restored"
+    assert syncer.state.runs.list_changes()[-1]["change_type"] == "restored"
 
 
 def test_pages_that_leave_the_sitemap_are_pruned_per_policy(world):

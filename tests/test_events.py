@@ -104,14 +104,14 @@ def test_events_survive_a_failing_receiver_and_keep_per_document_order(
             for _ in range(3):
                 syncer.run()
             for _ in range(20):  # let the retries come due
-                if not syncer.state.events("pending"):
+                if not syncer.state.outbox.list("pending"):
                     break
                 syncer.deliver_events(deadline=1)
             changes = syncer.changes()
             assert [c.change_type for c in changes].count("created") == 3
             assert syncer.changes(source="nope") == []
             assert syncer.changes(since="1h") == changes
-            delivered_rows = {row["event_id"] for row in syncer.state.events("delivered")}
+            delivered_rows = {row["event_id"] for row in syncer.state.outbox.list("delivered")}
     finally:
         site.stop()
     assert receiver.bad_signatures == 0
@@ -212,7 +212,7 @@ def test_filters_and_a_bad_secret(tmp_path, receiver, embedder):
         config = make_config(tmp_path, source, **events_table(receiver, types=["removed"]))
         with Syncer(config, embedder=embedder) as syncer:
             assert syncer.run().counters.events_delivered == 0  # only "created" happened
-            assert syncer.state.events() == []
+            assert syncer.state.outbox.list() == []
         bad = make_config(
             tmp_path / "b", source, events=[{"url": receiver.url, "secret": "not base64 !!"}]
         )

@@ -77,7 +77,7 @@ def test_faults_converge_to_the_complete_index_and_retry_after_is_honoured(tmp_p
         syncer = syncer_for(tmp_path, site, embedder, fetch={"per_host_concurrency": 1})
         for _ in range(12):
             result = syncer.run()
-            if result.ok and not syncer.state.fetch_attempts():
+            if result.ok and not syncer.state.attempts.list():
                 break
             time.sleep(0.3)
         assert result.ok, result.to_dict()["sources"]["docs"]["errors"]
@@ -89,7 +89,7 @@ def test_faults_converge_to_the_complete_index_and_retry_after_is_honoured(tmp_p
         site.stop()
     assert faults.sent_503 >= 2 and faults.sent_429 >= 1  # the faults really happened
     assert faults.violations == []  # no request before a Retry-After expired
-    docs = syncer.state.documents()
+    docs = syncer.state.documents.list()
     assert len(docs) == 12 and all(d["status"] == "active" for d in docs)
     syncer.close()
     reference.close()
@@ -112,13 +112,13 @@ def test_retries_are_jittered_and_never_touch_good_content(tmp_path, embedder):
         syncer.engine.random = random.Random(0)  # 8 draws, all above 0.25: every retry ≥ 150 s away
         assert syncer.run().ok
         before = index(syncer)
-        hashes = {d["doc_key"]: d["content_hash"] for d in syncer.state.documents()}
+        hashes = {d["doc_key"]: d["content_hash"] for d in syncer.state.documents.list()}
         site.fault = lambda path, headers: (
             (503, {}, b"down") if path.startswith("/guide/") else None
         )
         started = datetime.now(UTC).timestamp()
         result = syncer.run()
-        attempts = syncer.state.fetch_attempts()
+        attempts = syncer.state.attempts.list()
         assert not result.ok and result.counters.retries_scheduled == 8
         assert {a["state"] for a in attempts} == {"retrying"}
         due = [datetime.fromisoformat(a["next_retry_at"]).timestamp() - started for a in attempts]
@@ -131,10 +131,10 @@ def test_retries_are_jittered_and_never_touch_good_content(tmp_path, embedder):
         assert again.counters.held_back == 8
         assert not [h for h in site.hits[seen:] if h.path.startswith("/guide/")]
         assert index(syncer) == before
-        assert {d["doc_key"]: d["content_hash"] for d in syncer.state.documents()} == hashes
+        assert {d["doc_key"]: d["content_hash"] for d in syncer.state.documents.list()} == hashes
         # --all asks anyway; the site is back, everything recovers.
         site.fault = None
-        assert syncer.run(revalidate_all=True).ok and syncer.state.fetch_attempts() == []
+        assert syncer.run(revalidate_all=True).ok and syncer.state.attempts.list() == []
         syncer.close()
     finally:
         site.stop()
@@ -150,7 +150,7 @@ def test_dead_letter_after_the_attempt_bound(tmp_path, embedder):
         )
         for _ in range(3):
             syncer.run()
-        attempt = syncer.state.fetch_attempts()[0]
+        attempt = syncer.state.attempts.list()[0]
         assert (attempt["state"], attempt["attempts"], attempt["last_status"]) == ("dead", 3, 500)
         seen = len(site.hits)
         assert syncer.run().counters.held_back == 1
@@ -169,7 +169,7 @@ def test_401_needs_attention_without_blind_retry(tmp_path, embedder):
         syncer.run()
         syncer.run()
         assert len(site.requests_to("/a")) == 1
-        assert syncer.state.fetch_attempts()[0]["state"] == "attention"
+        assert syncer.state.attempts.list()[0]["state"] == "attention"
         syncer.close()
     finally:
         site.stop()
@@ -218,7 +218,7 @@ def test_a_due_retry_is_requested_even_when_the_listing_and_the_page_are_not_due
         site.fault = lambda path, headers: (503, {}, b"busy") if path in failing else None
         clock.advance(minutes=1)
         syncer.run(revalidate_all=True)  # both fail; the listing is next due in an hour
-        assert {a["url"] for a in syncer.state.fetch_attempts("docs")} == {
+        assert {a["url"] for a in syncer.state.attempts.list("docs")} == {
             site.base_url + path for path in failing
         }
         site.fault = None
@@ -228,9 +228,11 @@ def test_a_due_retry_is_requested_even_when_the_listing_and_the_page_are_not_due
         assert result.counters.sources_not_due == 0
         pages = {hit.path for hit in site.hits[seen:]} - {"/robots.txt"}
         assert pages == failing  # only the due retries
-        active = {d["canonical_url"] for d in syncer.state.documents() if d["status"] == "active"}
+        active = {
+            d["canonical_url"] for d in syncer.state.documents.list() if d["status"] == "active"
+        }
         assert {site.base_url + path for path in failing} <= active
-        assert syncer.state.fetch_attempts("docs") == []
+        assert syncer.state.attempts.list("docs") == []
         syncer.close()
     finally:
         site.stop()

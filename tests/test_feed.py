@@ -101,14 +101,14 @@ def test_feed_entries_are_indexed_and_dropping_off_is_not_a_deletion(make_syncer
     try:
         syncer = make_syncer(site, "/feed.xml", kind="feed")
         assert syncer.run().counters.documents_created == 3
-        checkpoint = syncer.state.checkpoint("docs")
+        checkpoint = syncer.state.discovery.get_checkpoint("docs")
         assert checkpoint["newest"] == "2026-11-03T10:00:00Z"
         assert sorted(checkpoint["ids"]) == listed
         listed[:] = ["/posts/2"]  # two entries drop off the feed
         for _ in range(3):
             result = syncer.run()
             assert result.ok and result.counters.tombstones_created == 0
-        statuses = {d["canonical_url"]: d["status"] for d in syncer.state.documents()}
+        statuses = {d["canonical_url"]: d["status"] for d in syncer.state.documents.list()}
         assert set(statuses.values()) == {"active"} and len(statuses) == 3
     finally:
         site.stop()

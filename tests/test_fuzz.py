@@ -261,7 +261,8 @@ def test_pages(tmp_path: Path, origin: FuzzOrigin, mutator: type[Mutator], batch
             runs.note(page_problems(state, report, "pages", listed, disallowed=disallowed))
             if round_ == 1:
                 validators_before = {
-                    d["doc_key"]: (d["etag"], d["last_modified"]) for d in state.documents("pages")
+                    d["doc_key"]: (d["etag"], d["last_modified"])
+                    for d in state.documents.list("pages")
                 }
         runs.note(
             [
@@ -317,10 +318,10 @@ def pause_problems(state: StateDB) -> list[str]:
     latest = time.time() + MAX_PAUSE_SLACK
     problems = [
         f"host {host} paused until {until!r}"
-        for host, until in state.host_pauses().items()
+        for host, until in state.hosts.list_pauses().items()
         if not (isinstance(until, float | int) and until <= latest)
     ]
-    for attempt in state.fetch_attempts():
+    for attempt in state.attempts.list():
         if attempt["next_retry_at"]:
             moment = datetime.fromisoformat(attempt["next_retry_at"].replace("Z", "+00:00"))
             if moment.timestamp() > latest:
@@ -417,7 +418,7 @@ def listing_problems(
         return [f"{case.case_id}: the report has no outcome for the source"]
     incomplete = outcome["listing_incomplete"]
     problems = []
-    recorded = state.listing(case.case_id)
+    recorded = state.runs.get_listing(case.case_id)
     if recorded is None or recorded["complete"] != (not incomplete):
         problems.append(f"{case.case_id}: the stored listing {recorded} disagrees with the report")
     expected = expected_listing(kind, case.answers[case.path])
@@ -564,7 +565,7 @@ def test_robots(tmp_path: Path, origin: FuzzOrigin, batch: int) -> None:
             break
         with runs.state() as state:
             runs.note(page_problems(state, report, "robots", listed, disallowed=disallowed))
-            indexed = [d["canonical_url"] for d in state.documents("robots")]
+            indexed = [d["canonical_url"] for d in state.documents.list("robots")]
         requested = [
             origin.url(r.port, r.path) for r in origin.requests[seen:] if r.path in ROBOTS_PAGES
         ]
@@ -588,12 +589,12 @@ def pages_source(origin: FuzzOrigin, port: int, paths: Sequence[str]) -> dict[st
 
 def document(runs: Runs, origin: FuzzOrigin, path: str, port: int = 0) -> dict[str, Any] | None:
     with runs.state() as state:
-        return state.document(f"issue:{origin.url(port, path)}")
+        return state.documents.get(f"issue:{origin.url(port, path)}")
 
 
 def attempt(runs: Runs, origin: FuzzOrigin, path: str, port: int = 0) -> dict[str, Any] | None:
     with runs.state() as state:
-        return state.attempt(f"issue:{origin.url(port, path)}")
+        return state.attempts.get(f"issue:{origin.url(port, path)}")
 
 
 def test_issue_dripping_page(tmp_path: Path, origin: FuzzOrigin) -> None:
@@ -650,7 +651,7 @@ def test_issue_retry_after_superscript_two(tmp_path: Path, origin: FuzzOrigin) -
         assert failed["last_error"] == f"HTTP {status}", (port, failed)
         assert document(runs, origin, "/after", port) is not None
     with runs.state() as state:
-        assert all(until < time.time() + 60 for until in state.host_pauses().values())
+        assert all(until < time.time() + 60 for until in state.hosts.list_pauses().values())
     runs.assert_clean()
 
 

@@ -88,8 +88,8 @@ def test_hostile_response_ends_the_page_not_the_run(tmp_path, site, embedder, ca
     with Syncer(config, embedder=embedder) as syncer:
         assert syncer.run().ok
         key = f"docs:{site.base_url}{VICTIM}"
-        good = syncer.state.document(key)
-        chunks = syncer.state.chunks(key)
+        good = syncer.state.documents.get(key)
+        chunks = syncer.state.index.get_chunks(key)
         site.fault = lambda path, headers: (
             fault(path, headers) if path == VICTIM or path.startswith("/hop-") else None
         )
@@ -98,7 +98,7 @@ def test_hostile_response_ends_the_page_not_the_run(tmp_path, site, embedder, ca
         result = syncer.run()
 
         assert not result.ok  # reported ...
-        attempt = syncer.state.attempt(key)
+        attempt = syncer.state.attempts.get(key)
         assert reason in attempt["last_error"], attempt["last_error"]
         assert any(reason in e for e in result.sources["docs"].errors)
         if case == "invalid utf-8":  # a parse failure keeps the raw body for diagnosis
@@ -106,11 +106,11 @@ def test_hostile_response_ends_the_page_not_the_run(tmp_path, site, embedder, ca
             assert result.counters.parse_failures == 1
         # ... while the rest of the run went on ...
         assert result.counters.responses_200_changed == 1
-        bystander = syncer.state.document(f"docs:{site.base_url}/bystander")
+        bystander = syncer.state.documents.get(f"docs:{site.base_url}/bystander")
         assert "must land" in bystander["markdown"]
         # ... and the last good content is untouched.
-        assert syncer.state.document(key) == good
-        assert syncer.state.chunks(key) == chunks
+        assert syncer.state.documents.get(key) == good
+        assert syncer.state.index.get_chunks(key) == chunks
 
 
 def test_wrong_charset_declaration_is_survived(tmp_path, site, embedder):
@@ -124,7 +124,7 @@ def test_wrong_charset_declaration_is_survived(tmp_path, site, embedder):
     config = make_config(tmp_path, [sitemap_source(site)])
     with Syncer(config, embedder=embedder) as syncer:
         assert syncer.run().ok
-        markdown = syncer.state.document(f"docs:{site.base_url}{VICTIM}")["markdown"]
+        markdown = syncer.state.documents.get(f"docs:{site.base_url}{VICTIM}")["markdown"]
     assert "Crème brûlée" in markdown
 
 
@@ -143,7 +143,7 @@ def test_connection_refused_and_tls_errors_are_recorded(tmp_path, site, embedder
     )
     with Syncer(config, embedder=embedder) as syncer:
         result = syncer.run()
-        attempts = {a["url"]: a for a in syncer.state.fetch_attempts()}
+        attempts = {a["url"]: a for a in syncer.state.attempts.list()}
     assert not result.ok and result.counters.documents_created == 1
     assert attempts[urls[0]]["state"] == "retrying"
     assert "network error" in attempts[urls[0]]["last_error"]

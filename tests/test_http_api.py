@@ -96,7 +96,7 @@ def test_pages_watermark_updates_deletions_and_gaps(tmp_path, embedder):
             assert first.ok and first.counters.documents_created == 12
             assert [r.get("cursor") for r in api.requests] == [None, "5", "10"]
             assert first.counters.requests_sent == 3  # no page fetches: records carry content
-            doc = syncer.state.document("api:id:3")
+            doc = syncer.state.documents.get("api:id:3")
             assert "widget 3" in doc["markdown"] and doc["title"] == "Record 3"
 
             api.touch(3, body="Record 3 now describes gadget 3.")
@@ -107,17 +107,19 @@ def test_pages_watermark_updates_deletions_and_gaps(tmp_path, embedder):
             assert api.requests[0]["since"] == "2026-11-01T00:09:00Z"
             assert second.counters.documents_updated == 1
             assert second.counters.tombstones_created == 1
-            assert "gadget" in syncer.state.document("api:id:3")["markdown"]
-            assert syncer.state.document("api:id:5")["status"] == "tombstoned"
+            assert "gadget" in syncer.state.documents.get("api:id:3")["markdown"]
+            assert syncer.state.documents.get("api:id:5")["status"] == "tombstoned"
             hits = {h.doc_key for h in syncer.search("widget 5", k=12)}
             assert "api:id:5" not in hits and "api:id:4" in hits
 
-            polls = syncer.state.polls("api")
+            polls = syncer.state.discovery.list_polls("api")
             assert [p["outcome"] for p in polls] == ["ok", "ok"]
             assert polls[0]["records"] == 12 and polls[0]["truncated"] == 2  # two full pages
             assert syncer.status()["sources"]["api"]["polls"]["gaps"] == []
             # Force a gap: pretend the second poll asked for a later window than it did.
-            syncer.state.update_poll(polls[1]["id"], {"window_start": "2026-12-01T00:00:00Z"})
+            syncer.state.discovery.update_poll(
+                polls[1]["id"], {"window_start": "2026-12-01T00:00:00Z"}
+            )
             gaps = syncer.status()["sources"]["api"]["polls"]["gaps"]
             assert gaps == [{"from": polls[0]["window_end"], "to": "2026-12-01T00:00:00Z"}]
     finally:
@@ -166,8 +168,8 @@ def test_killed_mid_pagination_resumes_from_the_last_committed_page(tmp_path):
     assert api.requests[resumed_from].get("cursor") == "15"
     # ... and nothing was lost.
     with Syncer.from_config(config) as syncer:
-        keys = {d["doc_key"] for d in syncer.state.documents() if d["status"] == "active"}
+        keys = {d["doc_key"] for d in syncer.state.documents.list() if d["status"] == "active"}
         assert keys == {f"api:id:{i}" for i in range(30)}
         assert syncer.verify().clean
-        polls = syncer.state.polls("api")
+        polls = syncer.state.discovery.list_polls("api")
         assert polls[-1]["outcome"] == "ok"

@@ -45,9 +45,9 @@ def test_a_renamed_page_moves_its_record_and_points_without_reembedding(make_syn
         urls = points_by_url(syncer)
         assert old_url not in urls and urls[new_url] == count
         assert result.counters.records_moved == 1
-        old = syncer.state.document(f"docs:{old_url}")
+        old = syncer.state.documents.get(f"docs:{old_url}")
         assert old["status"] == "tombstoned" and old["tombstone_reason"] == f"moved to {new_url}"
-        assert syncer.state.aliases("docs") == {f"docs:{old_url}": f"docs:{new_url}"}
+        assert syncer.state.aliases.targets("docs") == {f"docs:{old_url}": f"docs:{new_url}"}
         assert syncer.verify().clean
     finally:
         site.stop()
@@ -95,7 +95,7 @@ def test_tracking_variants_and_rel_canonical_never_create_a_second_record(make_s
         syncer = make_syncer(site)
         result = syncer.run()
         assert result.counters.candidates_discovered == 3
-        keys = {d["doc_key"] for d in syncer.state.documents() if d["status"] == "active"}
+        keys = {d["doc_key"] for d in syncer.state.documents.list() if d["status"] == "active"}
         assert keys == {f"docs:{site.base_url}/guide/page-0", f"docs:{site.base_url}/guide/page-1"}
         urls = points_by_url(syncer)
         assert set(urls) == {site.base_url + "/guide/page-0", site.base_url + "/guide/page-1"}
@@ -156,7 +156,7 @@ def test_a_rename_with_immediate_deletion_keeps_the_new_record_active(
         urls = points_by_url(syncer)
         assert old_url not in urls and urls[new_url] == count and embedder.texts == []
         assert result.counters.tombstones_created == 1  # the old record only
-        assert syncer.state.document(f"docs:{new_url}")["status"] == "active"
+        assert syncer.state.documents.get(f"docs:{new_url}")["status"] == "active"
         assert syncer.verify().clean
     finally:
         site.stop()
@@ -179,12 +179,14 @@ def test_a_redirect_stub_declaring_rel_canonical_never_stands_in_for_its_target(
         syncer = make_syncer(site)
         syncer.run()
         target = f"docs:{site.base_url}/guide/page-0"
-        texts = " ".join(chunk.text for chunk in syncer.state.chunks(target))
+        texts = " ".join(chunk.text for chunk in syncer.state.index.get_chunks(target))
         assert "Redirecting" not in texts and "retention" in texts
-        assert syncer.state.aliases("docs") == {f"docs:{site.base_url}/guide/old-name": target}
+        assert syncer.state.aliases.targets("docs") == {
+            f"docs:{site.base_url}/guide/old-name": target
+        }
         site.listed = lambda: ["/guide/old-name", "/guide/page-0"]
         result = syncer.run(revalidate_all=True)
         assert result.counters.responses_304 == 1  # the target's own validators
-        assert " ".join(c.text for c in syncer.state.chunks(target)) == texts
+        assert " ".join(c.text for c in syncer.state.index.get_chunks(target)) == texts
     finally:
         site.stop()

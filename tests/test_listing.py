@@ -340,7 +340,7 @@ def test_a_watermark_that_is_no_time_polls_from_the_start(tmp_path, site):
     documents(site, {"/api": api_page({"items": [{"id": 1, "link": "/p1"}]})})
     source = HttpApiSource(HttpApiOptions(site.base_url + "/api", url_field="link"))
     with discovery(tmp_path) as (ctx, outcome):
-        ctx.state.save_checkpoint("docs", {"watermark": "42", "next": None}, "2026-01-01")
+        ctx.state.discovery.put_checkpoint("docs", {"watermark": "42", "next": None}, "2026-01-01")
         found = [c.url for c in source.discover(ctx) if isinstance(c, Candidate)]
         reasons = ctx.incomplete_reasons
     assert found == [site.base_url + "/p1"] and reasons == []

@@ -28,7 +28,7 @@ def test_plan_reports_exactly_what_the_next_run_does(site, make_syncer, embedder
     )
     site.remove_page("/guide/page-3", status=410)
     state_before = syncer.state.db.execute("select count(*) from documents").fetchone()[0]
-    changes_before = len(syncer.state.changes())
+    changes_before = len(syncer.state.runs.list_changes())
     points_before = {pid for pid, _, _ in syncer.store.points()}
     syncer.store.close()
     embedder.texts.clear()
@@ -40,7 +40,7 @@ def test_plan_reports_exactly_what_the_next_run_does(site, make_syncer, embedder
     assert [d["change"] for d in plan["documents"]] == ["updated"]
     # ... and writes nothing: state, change log and index are untouched.
     assert syncer.state.db.execute("select count(*) from documents").fetchone()[0] == state_before
-    assert len(syncer.state.changes()) == changes_before
+    assert len(syncer.state.runs.list_changes()) == changes_before
     assert {pid for pid, _, _ in syncer.store.points()} == points_before
     syncer.store.close()
 
@@ -94,7 +94,7 @@ def test_reindex_after_a_chunker_change_needs_no_network_and_embeds_only_new_tex
         result = syncer.reindex()
         assert len(site.hits) == hits  # no HTTP request at all
         assert result.ok and result.counters.documents_updated == 4
-        chunks = [c for _, c in syncer.state.all_chunks()]
+        chunks = [c for _, c in syncer.state.index.list_chunks()]
         assert all(count_tiktoken(c.text) <= 40 for c in chunks)
         assert len(chunks) > len(original)
         assert len(embedder.texts) == result.counters.chunks_embedded > 0

@@ -63,18 +63,18 @@ def test_a_lock_whose_process_is_gone_or_whose_lease_ran_out_is_released(two_han
     dead.wait()
     now = time.time()
     here = socket.gethostname()
-    taken = one.take_run_lock(
+    taken = one.leases.claim_run_lock(
         "run", "ghost", exclusive=True, now=now, until=now + 600, host=here, pid=dead.pid
     )
     assert taken == []
-    one.start_run("r-ghost", "2026-11-30T12:00:00.000000Z", owner="ghost")
+    one.runs.add("r-ghost", "2026-11-30T12:00:00.000000Z", owner="ghost")
     lock = RunLock(two)
     lock.acquire()  # at once: its process is gone from this machine
-    assert [r["run_id"] for r in two.interrupted_runs()] == ["r-ghost"]
+    assert [r["run_id"] for r in two.runs.list_interrupted()] == ["r-ghost"]
     lock.release()
 
     # A holder on another machine: only its lease can tell, and it binds until it runs out.
-    taken = one.take_run_lock(
+    taken = one.leases.claim_run_lock(
         "run", "remote", exclusive=True, now=now, until=now + 600, host="elsewhere", pid=1
     )
     assert taken == []
@@ -118,7 +118,7 @@ def start_run(config: Path, *extra: str) -> subprocess.Popen[str]:
 def changes_per_url(config: Path) -> Counter[str]:
     state = StateDB(state_target(config.parent))
     try:
-        return Counter(row["url"] for row in state.changes())
+        return Counter(row["url"] for row in state.runs.list_changes())
     finally:
         state.close()
 
@@ -230,4 +230,4 @@ def test_two_threads_of_one_process_never_interleave_either(two_handles):
     lock.release()
     waiting.join(5)
     assert outcome[1:] == ["taken"]
-    assert one.live_leases(time.time()) == {}
+    assert one.leases.list_live(time.time()) == {}

@@ -100,8 +100,8 @@ def test_a_changing_page_is_checked_more_often_than_a_static_one(tmp_path, embed
                 )
                 syncer.run()
                 clock.now += timedelta(minutes=11)
-            static = syncer.state.document(f"docs:{site.base_url}/static")
-            news = syncer.state.document(f"docs:{site.base_url}/news")
+            static = syncer.state.documents.get(f"docs:{site.base_url}/static")
+            news = syncer.state.documents.get(f"docs:{site.base_url}/news")
     finally:
         site.stop()
     checks = {path: len(site.requests_to(path)) for path in ("/static", "/news")}

@@ -74,13 +74,13 @@ def test_a_db_from_a_newer_ragsync_is_refused(target, state):
 
 
 def test_commit_document_is_all_or_nothing(state):
-    state.commit_document(doc(), [chunk()], [{"op": "upsert", "point_id": "p1"}], None)
+    state.index.commit_document(doc(), [chunk()], [{"op": "upsert", "point_id": "p1"}], None)
     with pytest.raises(INTEGRITY_ERRORS):
         # A journal row without its point id violates NOT NULL: nothing of this commit lands.
-        state.commit_document(doc(title="B"), [chunk("p2")], [{"op": "upsert"}], None)
-    assert state.document("docs:https://x/a")["title"] == "A"
-    assert [c.point_id for c in state.chunks("docs:https://x/a")] == ["p1"]
-    assert state.pending_count() == 1
+        state.index.commit_document(doc(title="B"), [chunk("p2")], [{"op": "upsert"}], None)
+    assert state.documents.get("docs:https://x/a")["title"] == "A"
+    assert [c.point_id for c in state.index.get_chunks("docs:https://x/a")] == ["p1"]
+    assert state.journal.count() == 1
 
 
 def test_journal_order_and_mark_done(state):
@@ -88,18 +88,18 @@ def test_journal_order_and_mark_done(state):
         {"op": "delete", "point_id": "old"},
         {"op": "upsert", "point_id": "new", "payload": {"page_content": "x"}},
     ]
-    state.commit_document(doc(), [chunk()], ops, None)
-    pending = state.pending_ops()
+    state.index.commit_document(doc(), [chunk()], ops, None)
+    pending = state.journal.pending()
     assert [(op.op, op.point_id) for op in pending] == [("delete", "old"), ("upsert", "new")]
     assert pending[1].payload == {"page_content": "x"}
-    state.mark_done([pending[0].seq])
-    assert [op.point_id for op in state.pending_ops()] == ["new"]
+    state.journal.remove([pending[0].seq])
+    assert [op.point_id for op in state.journal.pending()] == ["new"]
 
 
 def test_failures_never_touch_the_last_good_content(state):
-    state.commit_document(doc(), [chunk()], [], None)
+    state.index.commit_document(doc(), [chunk()], [], None)
     key, url = "docs:https://x/a", "https://x/a"
-    state.record_failure(
+    state.attempts.add(
         key,
         url,
         source_id="docs",
@@ -109,7 +109,7 @@ def test_failures_never_touch_the_last_good_content(state):
         state="retrying",
         next_retry_at="t5",
     )
-    state.record_failure(
+    state.attempts.add(
         key,
         url,
         source_id="docs",
@@ -120,49 +120,49 @@ def test_failures_never_touch_the_last_good_content(state):
         next_retry_at="t9",
         body=b"<html>raw</html>",
     )
-    assert state.document(key)["content_hash"] == "h1"
-    attempt = state.attempt(key)
+    assert state.documents.get(key)["content_hash"] == "h1"
+    attempt = state.attempts.get(key)
     assert (attempt["attempts"], attempt["first_failed_at"], attempt["last_error"]) == (
         2,
         "t1",
         "timeout",
     )
     assert zlib.decompress(attempt["body"]) == b"<html>raw</html>"
-    assert state.held_back("docs", "t8") == {key}
-    assert state.held_back("docs", "t9z") == set()
-    state.mark_checked([(key, "t10", {"etag": '"e2"', "last_modified": None})])
-    assert state.attempt(key) is None
-    document = state.document(key)
+    assert state.attempts.held_back("docs", "t8") == {key}
+    assert state.attempts.held_back("docs", "t9z") == set()
+    state.documents.mark_checked([(key, "t10", {"etag": '"e2"', "last_modified": None})])
+    assert state.attempts.get(key) is None
+    document = state.documents.get(key)
     assert (document["last_checked_at"], document["etag"], document["status"]) == (
         "t10",
         '"e2"',
         "active",
     )
     assert document["content_hash"] == "h1"  # untouched
-    assert set(state.documents_by_key([key, "docs:nope"])) == {key}
+    assert set(state.documents.get_many([key, "docs:nope"])) == {key}
 
 
 def test_dead_and_attention_pages_are_held_back_until_asked(state):
     for key, kind in (("docs:a", "dead"), ("docs:b", "attention"), ("docs:c", "refused")):
-        state.record_failure(key, key, source_id="docs", status=None, error="x", at="t", state=kind)
-    assert state.held_back("docs", "t") == {"docs:a", "docs:b"}
-    assert state.held_back("other", "t") == set()
+        state.attempts.add(key, key, source_id="docs", status=None, error="x", at="t", state=kind)
+    assert state.attempts.held_back("docs", "t") == {"docs:a", "docs:b"}
+    assert state.attempts.held_back("other", "t") == set()
 
 
 def test_host_pauses_persist(target, state):
-    state.pause_host("http://x.org", 1234.5, "HTTP 429", "t")
+    state.hosts.pause("http://x.org", 1234.5, "HTTP 429", "t")
     state.close()
     again = StateDB(target)
-    assert again.host_pauses() == {"http://x.org": 1234.5}
+    assert again.hosts.list_pauses() == {"http://x.org": 1234.5}
     again.close()
 
 
 def test_embedding_cache_roundtrip(state):
-    assert state.missing_vectors(["a", "b"], "m") == {"a", "b"}
-    state.put_vectors("m", {"a": [0.5, -1.0, 2.0]}, "t")
-    assert state.missing_vectors(["a", "b"], "m") == {"b"}
-    assert state.missing_vectors(["a"], "other-model") == {"a"}
-    assert state.vectors(["a"], "m") == {"a": [0.5, -1.0, 2.0]}
+    assert state.embeddings.missing(["a", "b"], "m") == {"a", "b"}
+    state.embeddings.put("m", {"a": [0.5, -1.0, 2.0]}, "t")
+    assert state.embeddings.missing(["a", "b"], "m") == {"b"}
+    assert state.embeddings.missing(["a"], "other-model") == {"a"}
+    assert state.embeddings.get_many(["a"], "m") == {"a": [0.5, -1.0, 2.0]}
 
 
 def test_a_postgres_url_takes_its_password_from_the_environment_and_never_shows_it(monkeypatch):

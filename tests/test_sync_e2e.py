@@ -18,7 +18,7 @@ def snapshot(syncer: Syncer) -> dict[str, dict]:
 
 
 def state_point_ids(syncer: Syncer) -> set[str]:
-    return {chunk.point_id for _, chunk in syncer.state.all_chunks()}
+    return {chunk.point_id for _, chunk in syncer.state.index.list_chunks()}
 
 
 def test_first_run_indexes_every_allowed_page_and_never_requests_disallowed(site, make_syncer):
@@ -78,13 +78,13 @@ def test_no_validators_and_noisy_html_is_still_a_no_op(make_syncer, embedder):
         syncer = make_syncer(site)
         syncer.run()
         before = snapshot(syncer)
-        raw_hashes = {d["doc_key"]: d["raw_hash"] for d in syncer.state.documents()}
+        raw_hashes = {d["doc_key"]: d["raw_hash"] for d in syncer.state.documents.list()}
         embedder.texts.clear()
 
         result = syncer.run()
 
         # The HTML differed on every request (noise), so the raw-body shortcut missed ...
-        after = {d["doc_key"]: d["raw_hash"] for d in syncer.state.documents()}
+        after = {d["doc_key"]: d["raw_hash"] for d in syncer.state.documents.list()}
         assert all(raw_hashes[key] != after[key] for key in after)
         assert result.counters.conditional_requests_sent == 0
         # ... but the extracted-content hash caught it: no downstream work at all.
@@ -138,7 +138,7 @@ def test_editing_one_paragraph_reembeds_only_changed_chunks(site, make_syncer, e
     assert kept_before == kept_after and len(kept_after) == 3
     others = {pid: p for pid, p in before.items() if p["metadata"]["url"] != url}
     assert {pid: after[pid] for pid in others} == others
-    change = syncer.state.changes()[-1]
+    change = syncer.state.runs.list_changes()[-1]
     assert change["change_type"] == "updated" and change["chunks_added"] == 1
     assert edited_para in change["diff"]
 
@@ -196,7 +196,7 @@ def test_journal_left_by_a_crash_is_replayed_first(site, make_syncer):
     index = snapshot(syncer)
     # Simulate a crash between commit and apply: points gone from the store, ops pending.
     pending = []
-    for doc_key, chunk in syncer.state.all_chunks():
+    for doc_key, chunk in syncer.state.index.list_chunks():
         pending.append(
             {
                 "op": "upsert",
@@ -209,10 +209,10 @@ def test_journal_left_by_a_crash_is_replayed_first(site, make_syncer):
         )
     syncer.store.delete(list(index))
     syncer.store.close()
-    syncer.state.enqueue(pending)
+    syncer.state.journal.add(pending)
 
     result = syncer.run()
 
     assert result.counters.journal_replayed == len(index)
     assert snapshot(syncer) == index
-    assert syncer.state.pending_count() == 0
+    assert syncer.state.journal.count() == 0

@@ -24,8 +24,8 @@ def test_verify_detects_and_repairs_drift_behind_ragsyncs_back(site, make_syncer
     syncer.store.set_payload([(drifted, {"page_content": "tampered", "metadata": {}})])
     syncer.store.close()
     # ... and a journal entry left unfinished by a crash
-    doc_key, chunk = syncer.state.all_chunks()[-1]
-    syncer.state.enqueue(
+    doc_key, chunk = syncer.state.index.list_chunks()[-1]
+    syncer.state.journal.add(
         [
             {
                 "op": "set_payload",

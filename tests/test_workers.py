@@ -53,38 +53,38 @@ def queue(state: StateDB, n: int) -> None:
         | {"unlisted": 0}
         for i in range(n)
     ]
-    state.add_work("docs", items, "t")
+    state.work.add("docs", items, "t")
 
 
 def test_claims_are_disjoint_and_expired_claims_come_back(shared):
     one, two = shared
     queue(one, 10)
     queue(one, 10)  # queued twice: still once
-    a = one.claim_work("a", now=100.0, until=110.0, limit=4)
-    b = two.claim_work("b", now=100.0, until=110.0, limit=100)
+    a = one.work.claim("a", now=100.0, until=110.0, limit=4)
+    b = two.work.claim("b", now=100.0, until=110.0, limit=100)
     assert [r["doc_key"] for r in a] == [f"docs:u{i}" for i in range(4)]  # queue order
     assert {r["doc_key"] for r in b} == {f"docs:u{i}" for i in range(4, 10)}
-    assert two.claim_work("c", now=105.0, until=115.0, limit=100) == []
-    two.finish_work("b", [r["doc_key"] for r in b])
+    assert two.work.claim("c", now=105.0, until=115.0, limit=100) == []
+    two.work.finish("b", [r["doc_key"] for r in b])
     # "a" died at 100: after its lease ran out (110) its four pages go to whoever asks.
-    assert two.claim_work("c", now=109.0, until=120.0, limit=100) == []
-    taken = two.claim_work("c", now=111.0, until=120.0, limit=100)
+    assert two.work.claim("c", now=109.0, until=120.0, limit=100) == []
+    taken = two.work.claim("c", now=111.0, until=120.0, limit=100)
     assert {r["doc_key"] for r in taken} == {f"docs:u{i}" for i in range(4)}
-    one.finish_work("a", [r["doc_key"] for r in a])  # too late: "c" holds them now
-    assert one.work_depth() == 4
-    two.finish_work("c", [r["doc_key"] for r in taken])
-    assert one.work_depth() == 0
+    one.work.finish("a", [r["doc_key"] for r in a])  # too late: "c" holds them now
+    assert one.work.count() == 4
+    two.work.finish("c", [r["doc_key"] for r in taken])
+    assert one.work.count() == 0
 
 
 def test_leases_exclude_other_owners_until_they_expire(shared):
     one, two = shared
-    assert one.take_lease("journal", "a", now=0.0, until=10.0)
-    assert one.take_lease("journal", "a", now=5.0, until=15.0)  # renewing is fine
-    assert not two.take_lease("journal", "b", now=14.0, until=20.0)
-    assert two.live_leases(14.0) == {"journal": "a"}
-    assert two.take_lease("journal", "b", now=16.0, until=20.0)
-    one.release_lease("journal", "a")  # not a's any more: nothing happens
-    assert two.live_leases(17.0) == {"journal": "b"}
+    assert one.leases.claim("journal", "a", now=0.0, until=10.0)
+    assert one.leases.claim("journal", "a", now=5.0, until=15.0)  # renewing is fine
+    assert not two.leases.claim("journal", "b", now=14.0, until=20.0)
+    assert two.leases.list_live(14.0) == {"journal": "a"}
+    assert two.leases.claim("journal", "b", now=16.0, until=20.0)
+    one.leases.release("journal", "a")  # not a's any more: nothing happens
+    assert two.leases.list_live(17.0) == {"journal": "b"}
 
 
 def gates_of(shared, delay: float) -> list[SharedHostGate]:
@@ -160,23 +160,23 @@ def test_racing_commits_of_one_page_leave_no_orphan(shared):
         "status": "active",
         "first_seen_at": "t",
     }
-    one.commit_document(doc, [chunk("p1"), chunk("p2")], [], None)
+    one.index.commit_document(doc, [chunk("p1"), chunk("p2")], [], None)
     planned_delete = [{"op": "delete", "point_id": "p2", "doc_key": "docs:a"}]
-    one.commit_document(
+    one.index.commit_document(
         doc, [chunk("p1"), chunk("p3")], [*planned_delete, {"op": "upsert", "point_id": "p3"}], None
     )
-    two.commit_document(
+    two.index.commit_document(
         doc, [chunk("p1"), chunk("p4")], [*planned_delete, {"op": "upsert", "point_id": "p4"}], None
     )
     index = {"p1", "p2"}
-    ops = one.pending_ops(1000)
+    ops = one.journal.pending(1000)
     for _ in range(2):  # a replay after a crash applies the same operations again
         for op in ops:
             if op.op == "delete":
                 index.discard(op.point_id)
             else:
                 index.add(op.point_id)
-        assert index == {"p1", "p4"} == {c.point_id for c in two.chunks("docs:a")}
+        assert index == {"p1", "p4"} == {c.point_id for c in two.index.get_chunks("docs:a")}
 
 
 # -- four real worker processes ---------------------------------------------------------------
@@ -248,9 +248,9 @@ def index_and_state(
         store.close()
     state = StateDB(state_url)
     try:
-        chunks = {chunk.point_id for _, chunk in state.all_chunks()}
-        active = {d["doc_key"] for d in state.documents() if d["status"] == "active"}
-        assert state.pending_count() == 0 and state.work_depth() == 0
+        chunks = {chunk.point_id for _, chunk in state.index.list_chunks()}
+        active = {d["doc_key"] for d in state.documents.list() if d["status"] == "active"}
+        assert state.journal.count() == 0 and state.work.count() == 0
     finally:
         state.close()
     return points, chunks, active
@@ -313,7 +313,7 @@ def test_four_workers_share_one_postgres_state(tmp_path):
         site.max_in_flight = 0
         state = StateDB(state_url)  # time passes: the listing and every page are due again
         long_ago = "2000-01-01T00:00:00Z"
-        state.record_source_run("docs", long_ago, long_ago)
+        state.runs.put_source_run("docs", long_ago, long_ago)
         with state.write():
             state.db.execute("update documents set next_check_at = ?", [long_ago])
         state.close()
@@ -332,7 +332,7 @@ def test_four_workers_share_one_postgres_state(tmp_path):
         assert active == expected, sorted(expected ^ active)[:5]
         assert set(points) == chunks and max(points.values()) == 1
         state = StateDB(state_url)
-        texts = {i: state.chunks(f"docs:{base}/p/{i}")[0].text for i in (0, 1, 10)}
+        texts = {i: state.index.get_chunks(f"docs:{base}/p/{i}")[0].text for i in (0, 1, 10)}
         state.close()
         assert "revised" in texts[0] and "revised" in texts[10] and "revised" not in texts[1]
     finally:
@@ -350,8 +350,8 @@ def test_status_shows_the_work_queue_and_who_holds_what(tmp_path, site):
     state = StateDB(tmp_path / "state.db")
     queue(state, 3)
     now = time.time()
-    state.take_lease("journal", "host-a-12", now=now, until=now + 600)
-    state.take_lease("source:docs", "host-b-7", now=now - 700, until=now - 100)  # expired
+    state.leases.claim("journal", "host-a-12", now=now, until=now + 600)
+    state.leases.claim("source:docs", "host-b-7", now=now - 700, until=now - 100)  # expired
     state.close()
     shown = ragsync_cli("status", config=config)
     assert shown.returncode == 0, shown.stderr
@@ -422,7 +422,7 @@ def test_pages_renamed_during_a_pass_are_committed_and_embedded_once(tmp_path):
             site.redirect(f"/p/{i}", f"/q/{i}")
         state = StateDB(state_url)
         long_ago = "2000-01-01T00:00:00Z"
-        state.record_source_run("docs", long_ago, long_ago)
+        state.runs.put_source_run("docs", long_ago, long_ago)
         with state.write():
             state.db.execute("update documents set next_check_at = ?", [long_ago])
         state.close()
@@ -435,15 +435,19 @@ def test_pages_renamed_during_a_pass_are_committed_and_embedded_once(tmp_path):
         state = StateDB(state_url)
         try:
             rows = Counter(
-                (row["url"].removeprefix(base), row["change_type"]) for row in state.changes()
+                (row["url"].removeprefix(base), row["change_type"])
+                for row in state.runs.list_changes()
             )
             events = Counter(
-                (row["doc_key"].removeprefix(f"docs:{base}"), row["type"]) for row in state.events()
+                (row["doc_key"].removeprefix(f"docs:{base}"), row["type"])
+                for row in state.outbox.list()
             )
             new_texts = {
-                chunk.text for i in renamed for chunk in state.chunks(f"docs:{base}/q/{i}")
+                chunk.text
+                for i in renamed
+                for chunk in state.index.get_chunks(f"docs:{base}/q/{i}")
             }
-            assert state.aliases("docs") == {
+            assert state.aliases.targets("docs") == {
                 f"docs:{base}/p/{i}": f"docs:{base}/q/{i}" for i in renamed
             }
         finally:

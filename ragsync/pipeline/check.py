@@ -15,7 +15,7 @@ from ragsync.discovery import DiscoveryContext
 from ragsync.errors import ExtractError, FetchError
 from ragsync.extract import canonical_link, content_hash, line_title, normalize_markdown
 from ragsync.extractpool import shared_pool
-from ragsync.models import DocumentStatus, Extracted, Response
+from ragsync.models import DocumentStatus, Extracted, Response, Verdict
 from ragsync.pipeline.context import Engine
 from ragsync.pipeline.outcomes import (
     Changed,
@@ -159,7 +159,7 @@ class PageChecker:
         if self.fetcher.pause_for(response.status, response.headers) is not None:
             pause_until = self.fetcher.gate.paused_until(host_of(response.url))
         verdict, reason = classify(response.status, response.content_type, response.body)
-        if verdict == "missing":
+        if verdict == Verdict.MISSING:
             return Missing(page, exchange, reason=reason)
         if verdict == "temporary_redirect":
             reason = (

@@ -52,7 +52,7 @@ def chunk_plans(engine: Engine, changed: Sequence[Changed], now: str) -> ChunkPl
         )
         plans[page.doc_key] = plan_chunks(
             page.doc_key,
-            engine.state.chunks(page.doc_key) if document else [],
+            engine.state.index.get_chunks(page.doc_key) if document else [],
             list(outcome.chunks),
             model_id=engine.model_id,
             now=now,
@@ -85,7 +85,7 @@ def commit_outcomes(
         commit_one(engine, source, item, plans, checked, now=now, run_id=run_id, outcome=outcome)
         if moved_from(item) is not None:
             retire_moved(engine, source, item, now=now, run_id=run_id, counters=counters)
-    engine.state.mark_checked(checked)  # one transaction for every page found unchanged
+    engine.state.documents.mark_checked(checked)  # one transaction for every page found unchanged
     log.debug("committed %d pages; applying the journal", len(resolved))
     apply_journal(engine, counters)
     return resolved

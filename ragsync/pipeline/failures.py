@@ -23,7 +23,7 @@ def record_failure(
 ) -> None:
     """Record one more failed attempt at a page, with the state its failure leads to."""
     page, fetch, counters = failed.page, engine.config.fetch, outcome.counters
-    previous = engine.state.attempt(page.doc_key)
+    previous = engine.state.attempts.get(page.doc_key)
     step = failure_step(
         failed.verdict,
         transient=failed.transient,
@@ -39,7 +39,7 @@ def record_failure(
     if step.retry_at is not None:
         counters.retries_scheduled += 1
     response = failed.exchange.response
-    engine.state.record_failure(
+    engine.state.attempts.add(
         page.doc_key,
         page.url,
         source_id=source.id,

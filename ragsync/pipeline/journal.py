@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from itertools import groupby
-from typing import Any
 
 from ragsync.errors import StoreError
 from ragsync.models import Counters, StoreOp
@@ -23,58 +22,6 @@ log = logging.getLogger("ragsync")
 JOURNAL_BATCH = 256
 
 
-def upsert_op(
-    point_id: str,
-    payload: dict[str, Any],
-    text_hash: str,
-    *,
-    model_id: str,
-    run_id: str,
-    doc_key: str | None,
-    at: str,
-) -> dict[str, Any]:
-    """A journal row that writes a point (its vector comes from the embedding cache).
-
-    >>> upsert_op("p", {}, "h", model_id="m", run_id="r", doc_key="k", at="t")["op"]
-    'upsert'
-    """
-    return _op("upsert", point_id, run_id, doc_key, at, payload, text_hash, model_id)
-
-
-def delete_op(point_id: str, *, run_id: str, doc_key: str | None, at: str) -> dict[str, Any]:
-    """A journal row that deletes a point."""
-    return _op("delete", point_id, run_id, doc_key, at)
-
-
-def set_payload_op(
-    point_id: str, payload: dict[str, Any], *, run_id: str, doc_key: str | None, at: str
-) -> dict[str, Any]:
-    """A journal row that rewrites a point's payload (its vector stays)."""
-    return _op("set_payload", point_id, run_id, doc_key, at, payload)
-
-
-def _op(
-    op: str,
-    point_id: str,
-    run_id: str,
-    doc_key: str | None,
-    at: str,
-    payload: dict[str, Any] | None = None,
-    text_hash: str | None = None,
-    model_id: str | None = None,
-) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "doc_key": doc_key,
-        "op": op,
-        "point_id": point_id,
-        "payload": payload,
-        "text_hash": text_hash,
-        "model_id": model_id,
-        "created_at": at,
-    }
-
-
 def check_collection_model(engine: Engine) -> None:
     """Never mix the vectors of two models in one collection.
 
@@ -82,9 +29,9 @@ def check_collection_model(engine: Engine) -> None:
         StoreError: the collection holds another model's vectors.
     """
     name = engine.config.store.collection
-    recorded = engine.state.collection_model(name)
+    recorded = engine.state.index.get_collection_model(name)
     if recorded is None:
-        engine.state.record_collection(
+        engine.state.index.put_collection(
             name, engine.model_id, engine.embedder.dimension, engine.now()
         )
     elif recorded != engine.model_id:
@@ -105,7 +52,7 @@ def apply_journal(engine: Engine, counters: Counters) -> int:
     """
     if engine.journal_lease is None:
         return apply_pending(engine, counters)
-    if not engine.state.pending_count():
+    if not engine.state.journal.count():
         return 0
     with engine.journal_lease("journal") as held:
         return apply_pending(engine, counters) if held else 0
@@ -116,7 +63,7 @@ def apply_pending(engine: Engine, counters: Counters) -> int:
     applied = 0
     dimension_checked = False
     while True:
-        ops = engine.state.pending_ops(JOURNAL_BATCH)
+        ops = engine.state.journal.pending(JOURNAL_BATCH)
         if not ops:
             return applied
         store = engine.store
@@ -126,7 +73,7 @@ def apply_pending(engine: Engine, counters: Counters) -> int:
             dimension_checked = True
         for kind, group in groupby(ops, key=lambda op: op.op):
             apply_ops(engine, kind, list(group), store, counters)
-        engine.state.mark_done([op.seq for op in ops])
+        engine.state.journal.remove([op.seq for op in ops])
         applied += len(ops)
         log.debug("applied %d journal operations", applied)
 

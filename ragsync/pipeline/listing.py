@@ -118,7 +118,7 @@ class SourceListing:
         if it serves its own page again its record comes back.
         """
         source, state, seen = self.source, self.engine.state, self.seen
-        aliases = state.alias_checks(source.id)
+        aliases = state.aliases.verified(source.id)
         stale = iso(self.engine.clock() - timedelta(seconds=source.max_interval))
         reverify: list[str] = []
         unique: dict[str, Candidate] = {}
@@ -150,7 +150,7 @@ class SourceListing:
             seen.add(key)
             unique[key] = Candidate(url=url, lastmod=candidate.lastmod, priority=candidate.priority)
         if reverify:  # requested in this pass: confirmed again, or restored
-            state.verify_aliases(reverify, self.engine.now())
+            state.aliases.mark_verified(reverify, self.engine.now())
         info = self.info
 
         # Work order: new pages and pages whose lastmod moved first (lastmod is a hint for
@@ -166,7 +166,7 @@ class SourceListing:
         """Known pages the source no longer lists: verified by fetch, never dropped unseen."""
         return [
             (doc["doc_key"], Candidate(url=doc["canonical_url"]))
-            for doc in self.engine.state.documents(self.source.id)
+            for doc in self.engine.state.documents.list(self.source.id)
             if doc["doc_key"] not in self.seen and doc["status"] != DocumentStatus.TOMBSTONED
         ]
 
@@ -175,7 +175,7 @@ class SourceListing:
         the dead letter, needs attention; a page whose retry is due is due whatever its
         revisit time says."""
         now = self.engine.now()
-        held, retry = self.engine.state.retry_gates(self.source.id, now)
+        held, retry = self.engine.state.attempts.retry_gates(self.source.id, now)
         free = [item for item in work if item[0] not in held]
         due = [item for item in free if item[0] in retry or page_due(item, self.info, now)]
         return due, len(work) - len(free), len(free) - len(due)

@@ -14,20 +14,24 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
+from typing import cast
 
 from ragsync.clock import epoch, iso
 from ragsync.config import SourceConfig
 from ragsync.identity import record_key
-from ragsync.models import Counters, DocumentStatus, Extracted
+from ragsync.models import Counters, DocumentStatus
 from ragsync.pipeline.context import Engine
 from ragsync.pipeline.outcomes import (
     Changed,
+    Document,
     MovedOnly,
     Moving,
     NotModified,
+    Origin,
     Outcome,
     Unchanged,
     moved_from,
+    stored_content,
 )
 from ragsync.pipeline.records import tombstone, with_evidence
 from ragsync.policy import missing_step
@@ -70,20 +74,20 @@ def _resolve(
         )
         if not confirmed:
             return Moving(page, exchange, moved_to=moved_to, step=(count, since))
-    origin = old or {"doc_key": page.doc_key, "canonical_url": page.url}
+    origin: Document | Origin = old or Origin(doc_key=page.doc_key, canonical_url=page.url)
     if engine.claim_page is not None and not engine.claim_page(source.id, target_key):
         # Another worker holds the target's page: it commits the content; this one only
         # retires the old record (README "Scaling out").
         moved = dataclasses.replace(page, doc_key=target_key, url=moved_to)
         return MovedOnly(moved, exchange, moved_from=origin)
-    target = engine.state.document(target_key)
+    target = engine.state.documents.get(target_key)
     moved = dataclasses.replace(page, doc_key=target_key, url=moved_to, document=target)
     if target_key in taken:  # the target is handled by its own page in this batch
         return MovedOnly(moved, exchange, moved_from=origin)
     taken.add(target_key)
     extracted = outcome.extracted if isinstance(outcome, Changed) else None
     if extracted is None and old is not None and old["markdown"]:
-        extracted = Extracted(old["title"], old["markdown"], old["content_hash"], old["extractor"])
+        extracted = stored_content(old)
     if extracted is None:
         return MovedOnly(moved, exchange, moved_from=origin)
     raw_hash = outcome.raw_hash if isinstance(outcome, Changed) else ""
@@ -115,7 +119,7 @@ def record_moving(
     reason = f"redirects permanently to {moving.moved_to}"
     status = moving.exchange.status
     evidence = with_evidence(page.document, at=now, status=status, reason=reason)
-    engine.state.record_missing(
+    engine.state.documents.mark_missing(
         page.doc_key, count=count, since=iso(since), evidence=evidence, at=now
     )
     counters.moves_suspected += 1
@@ -145,12 +149,13 @@ def retire_moved(
         "verified_at": now,
     }
     if old.get("status") == DocumentStatus.TOMBSTONED:  # confirmed again, or a late move
-        engine.state.add_alias(alias)
+        engine.state.aliases.put(alias)
         return
     counters.records_moved += 1
     if "status" not in old:  # a URL never indexed under its own key
-        engine.state.add_alias(alias)
+        engine.state.aliases.put(alias)
         return
+    old = cast(Document, old)  # an indexed record: not a bare Origin
     reason = f"moved to {page.url}"
     evidence = with_evidence(old, at=now, status=outcome.exchange.status, reason=reason)
     tombstone(

@@ -10,12 +10,20 @@ response counter it adds to (README "Architecture").
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal, TypedDict
 
 from ragsync.models import Candidate, Chunk, Counters, Extracted, Response
+from ragsync.state.rows import DocumentRow
 
-Document = dict[str, Any]
+Document = DocumentRow
 """A ``documents`` row of the state DB."""
+
+
+class Origin(TypedDict):
+    """The record a never-indexed URL stood for before it moved: its key and URL only."""
+
+    doc_key: str
+    canonical_url: str
 
 
 @dataclass(frozen=True)
@@ -90,7 +98,7 @@ class Changed(Outcome):
     chunks: tuple[Chunk, ...] = ()
     raw_hash: str = ""
     moved_to: str | None = None
-    moved_from: Document | None = None
+    moved_from: Document | Origin | None = None
     counter: ClassVar[str | None] = "responses_200_changed"
 
 
@@ -99,7 +107,7 @@ class Unchanged(Outcome):
     """A 200 whose body (raw hash) or extracted content equals the stored one."""
 
     raw_hash: str = ""
-    moved_from: Document | None = None
+    moved_from: Document | Origin | None = None
     counter: ClassVar[str | None] = "responses_200_unchanged"
 
 
@@ -108,7 +116,7 @@ class NotModified(Outcome):
     """A 304 to a conditional request."""
 
     moved_to: str | None = None
-    moved_from: Document | None = None
+    moved_from: Document | Origin | None = None
     counter: ClassVar[str | None] = "responses_304"
 
 
@@ -161,9 +169,19 @@ class MovedOnly(Outcome):
     """A confirmed move whose target's content is handled elsewhere (by its own page in the
     batch, or by the worker holding it): only the old record is retired."""
 
-    moved_from: Document | None = None
+    moved_from: Document | Origin | None = None
 
 
-def moved_from(outcome: Outcome) -> Document | None:
+def stored_content(document: Document) -> Extracted:
+    """The content a record holds, as if it had just been extracted."""
+    return Extracted(
+        document["title"] or "",
+        document["markdown"] or "",
+        document["content_hash"] or "",
+        document["extractor"] or "",
+    )
+
+
+def moved_from(outcome: Outcome) -> Document | Origin | None:
     """The record a page moved away from, if the moves stage re-keyed it."""
     return getattr(outcome, "moved_from", None)

@@ -1,6 +1,6 @@
 """Writing a record's life to the state DB: a change, a tombstone, evidence of absence.
 
-Each write is one transaction (:meth:`ragsync.state.StateDB.commit_document`): the record, its
+Each write is one transaction (:meth:`ragsync.state.index.Index.commit_document`): the record, its
 chunks, the journal operations for its points, its change row and its outbound events commit
 together or not at all (README "Architecture").
 """
@@ -16,13 +16,13 @@ from typing import Any
 from ragsync.clock import epoch, iso
 from ragsync.config import SourceConfig
 from ragsync.events import outbox_rows
-from ragsync.models import ChunkPlan, Counters, DocumentStatus, StoredChunk
+from ragsync.models import AttemptState, ChunkPlan, Counters, DocumentStatus, StoredChunk
 from ragsync.pipeline.context import Engine
-from ragsync.pipeline.journal import delete_op, set_payload_op, upsert_op
 from ragsync.pipeline.outcomes import Changed, Document, Outcome, Page
 from ragsync.plan import chunk_payload, magnitude, markdown_diff
 from ragsync.policy import missing_step
 from ragsync.schedule import next_interval
+from ragsync.state import journal_op
 
 log = logging.getLogger("ragsync")
 
@@ -107,15 +107,23 @@ def commit_changed(
         **revisit(engine, source, page, changed=True),
     }
     model_id = engine.model_id
-    ops: list[dict[str, Any]] = []
-    base = {"run_id": run_id, "doc_key": page.doc_key, "at": now}
-    ops.extend(delete_op(chunk.point_id, **base) for chunk in plan.remove)
+    base: dict[str, Any] = {"run_id": run_id, "doc_key": page.doc_key, "created_at": now}
+    ops = [journal_op("delete", chunk.point_id, **base) for chunk in plan.remove]
     for chunk in plan.add:
         payload = chunk_payload(chunk, document=document, model_id=model_id)
-        ops.append(upsert_op(chunk.point_id, payload, chunk.chunk_hash, model_id=model_id, **base))
+        ops.append(
+            journal_op(
+                "upsert",
+                chunk.point_id,
+                payload=payload,
+                text_hash=chunk.chunk_hash,
+                model_id=model_id,
+                **base,
+            )
+        )
     for chunk in plan.repayload:
         payload = chunk_payload(chunk, document=document, model_id=model_id)
-        ops.append(set_payload_op(chunk.point_id, payload, **base))
+        ops.append(journal_op("set_payload", chunk.point_id, payload=payload, **base))
     if before is None:
         change_type = "created"
     elif before["status"] == DocumentStatus.TOMBSTONED:
@@ -130,7 +138,7 @@ def commit_changed(
         "change_type": change_type,
         "old_hash": before["content_hash"] if before else None,
         "new_hash": extracted.content_hash,
-        "diff": markdown_diff(before["markdown"] if before else "", extracted.markdown, page.url),
+        "diff": markdown_diff(before and before["markdown"] or "", extracted.markdown, page.url),
         "chunks_added": len(plan.add),
         "chunks_removed": len(plan.remove),
         "chunks_kept": len(plan.keep),
@@ -151,7 +159,7 @@ def commit_changed(
     # Committed concurrently by another worker (the target of a move it was checking)?
     # Then its change row and events stand, and this one is not written twice.
     fresh = before is None or before["content_hash"] != extracted.content_hash
-    committed = engine.state.commit_document(
+    committed = engine.state.index.commit_document(
         document,
         stored,
         ops,
@@ -181,7 +189,7 @@ def tombstone(
     """One transaction: the record becomes a tombstone (identity, URL, time, reason, evidence
     kept), its chunks go, and the journal deletes its points."""
     doc_key, url = document["doc_key"], document["canonical_url"]
-    old = engine.state.chunks(doc_key)
+    old = engine.state.index.get_chunks(doc_key)
     tombstoned = {
         **document,
         "status": DocumentStatus.TOMBSTONED,
@@ -191,7 +199,10 @@ def tombstone(
         "chunk_count": 0,
         "last_checked_at": now,
     }
-    ops = [delete_op(chunk.point_id, run_id=run_id, doc_key=doc_key, at=now) for chunk in old]
+    ops = [
+        journal_op("delete", chunk.point_id, run_id=run_id, doc_key=doc_key, created_at=now)
+        for chunk in old
+    ]
     change = {
         "run_id": run_id,
         "doc_key": doc_key,
@@ -208,7 +219,7 @@ def tombstone(
         "at": now,
     }
     events = outbox_rows(change, engine.config.events, now)
-    engine.state.commit_document(tombstoned, [], ops, change, aliases, events)
+    engine.state.index.commit_document(tombstoned, [], ops, change, aliases, events)
     counters.tombstones_created += 1
 
 
@@ -228,14 +239,14 @@ def record_missing(
     document = page.document
     status = outcome.exchange.status
     if document is None:
-        engine.state.record_failure(
+        engine.state.attempts.add(
             page.doc_key,
             page.url,
             source_id=source.id,
             status=status,
             error=reason,
             at=now,
-            state="missing",
+            state=AttemptState.MISSING,
         )
         return
     if document["status"] == DocumentStatus.TOMBSTONED:
@@ -257,7 +268,7 @@ def record_missing(
             count,
             source.missing_confirmations,
         )
-        engine.state.record_missing(
+        engine.state.documents.mark_missing(
             page.doc_key, count=count, since=since_iso, evidence=evidence, at=now
         )
         return

@@ -27,14 +27,14 @@ def start_run(engine: Engine, *, tag: str = "", owner: str) -> SyncResult:
     result = SyncResult(
         run_id=f"{tag}{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=iso(started)
     )
-    engine.state.start_run(result.run_id, result.started_at, owner=owner)
+    engine.state.runs.add(result.run_id, result.started_at, owner=owner)
     return result
 
 
 def finish_run(engine: Engine, result: SyncResult) -> None:
     """Record the run as finished, with its report."""
     result.finished_at = engine.now()
-    engine.state.finish_run(
+    engine.state.runs.finish(
         result.run_id,
         finished_at=result.finished_at,
         ok=result.ok,
@@ -45,7 +45,7 @@ def finish_run(engine: Engine, result: SyncResult) -> None:
 
 def source_due(engine: Engine, source: SourceConfig, now: datetime) -> bool:
     """Whether the source's listing is due (its ``every`` or ``cron`` came)."""
-    next_run = engine.state.source_next_run(source.id)
+    next_run = engine.state.runs.next_run_at(source.id)
     return next_run is None or next_run <= iso(now)
 
 
@@ -62,7 +62,7 @@ def list_source(
     outcome = SourceSync(run, source, revalidate_all=revalidate_all).listing(queue=queue)
     run.result.merge(source.id, outcome)
     due = next_source_run(begun, every=source.every, cron=source.cron)
-    run.engine.state.record_source_run(
+    run.engine.state.runs.put_source_run(
         source.id, iso(begun), iso(due), incomplete=outcome.incomplete
     )
 
@@ -76,7 +76,7 @@ def local_fetcher(engine: Engine) -> tuple[Fetcher, PoliteFetcher]:
         per_host_concurrency=config.per_host_concurrency,
         min_delay=config.per_host_delay,
         max_wait=config.max_pause_wait,
-        pauses=engine.state.host_pauses(),
+        pauses=engine.state.hosts.list_pauses(),
     )
     return plain, PoliteFetcher(plain, gate, default_pause=config.retry_base)
 
@@ -105,7 +105,7 @@ def run_pass(
                 list_source(run, source, begun, revalidate_all=revalidate_all)
                 continue
             # Its listing is not due; pages whose own revisit time came still are.
-            due = engine.state.due_documents(source.id, iso(begun))
+            due = engine.state.documents.list_due(source.id, iso(begun))
             if due:
                 result.merge(source.id, SourceSync(run, source).known(due))
             else:
@@ -114,7 +114,7 @@ def run_pass(
         if dispatcher is not None:
             result.counters.events_delivered = dispatcher.deliver_due(EVENTS_DEADLINE)
         retention = timedelta(seconds=engine.config.state.raw_body_retention)
-        engine.state.prune_raw_bodies(iso(engine.clock() - retention))
+        engine.state.index.remove_raw_bodies(iso(engine.clock() - retention))
     finally:
         if dispatcher is not None:
             dispatcher.close()

@@ -68,7 +68,7 @@ class SourceSync:
 
     def _listing(self, *, due_info: bool = True) -> SourceListing:
         # Read once per source: when each known page is due and the lastmod it was checked at.
-        info = self.engine.state.due_info(self.source.id) if due_info else {}
+        info = self.engine.state.documents.due_hints(self.source.id) if due_info else {}
         self.pages = SourceListing(self.engine, self.source, self.discovery, info)
         return self.pages
 
@@ -85,7 +85,7 @@ class SourceSync:
                 counters.candidates_discovered += len(listed)
                 self.check(pool, [(key, cand, False) for key, cand in listed], queue=queue)
                 if checkpoint is not None:  # only now: everything it covers is committed
-                    self.engine.state.save_checkpoint(
+                    self.engine.state.discovery.put_checkpoint(
                         source.id, checkpoint.value, self.engine.now()
                     )
             self.outcome.incomplete = list(self.discovery.incomplete_reasons)
@@ -146,7 +146,7 @@ class SourceSync:
             counters.held_back += held_back
             counters.not_due += not_due
         if queue:
-            engine.state.add_work(
+            engine.state.work.add(
                 source.id,
                 [work_item(key, cand, unlisted=unlisted) for key, cand, unlisted in work],
                 engine.now(),
@@ -155,7 +155,7 @@ class SourceSync:
             return
         for start in range(0, len(work), self.window):
             part = work[start : start + self.window]
-            documents = engine.state.documents_by_key([key for key, _, _ in part])
+            documents = engine.state.documents.get_many([key for key, _, _ in part])
             batch = [
                 Page(
                     key,
@@ -170,7 +170,7 @@ class SourceSync:
             checked = list(pool.map(self.checker.check, batch))
             for host, (until, reason) in self.run.fetcher.take_new_pauses().items():
                 # At least: a longer pause another worker set meanwhile stands.
-                engine.state.pause_host_at_least(host, until, reason, engine.now())
+                engine.state.hosts.pause_at_least(host, until, reason, engine.now())
             resolved = commit_outcomes(
                 engine, source, checked, self.outcome, self.run.result.run_id
             )

@@ -75,20 +75,20 @@ def queue_urls(engine: Engine, urls: Sequence[str], *, source: str | None = None
         raise ValueError(f"outside the scope of {source or 'every source'}: " + ", ".join(outside))
     now = engine.now()
     for source_id, found in by_owner.items():
-        engine.state.enqueue_targets(source_id, found, reason="resync", at=now)
+        engine.state.targets.add(source_id, found, reason="resync", at=now)
 
 
 def drain_targets(run: Pass) -> None:
     """Re-sync the URLs webhooks and `resync` queued, then forget them."""
     engine = run.engine
-    for source, items in by_source(engine.config, engine.state.queued()):
+    for source, items in by_source(engine.config, engine.state.targets.list()):
         if source is None:
-            engine.state.dequeue([item["id"] for item in items])
+            engine.state.targets.remove([item["id"] for item in items])
             continue
         urls = [item["url"] for item in items if item["url"]]
         for item in items:
             if item["record_id"]:  # an API record: its page, or a poll of the source
-                document = engine.state.document(api_record_key(source.id, item["record_id"]))
+                document = engine.state.documents.get(api_record_key(source.id, item["record_id"]))
                 if document and document["extractor"] != "record":
                     urls.append(document["canonical_url"])
         work = SourceSync(run, source, revalidate_all=True)
@@ -97,4 +97,4 @@ def drain_targets(run: Pass) -> None:
         else:
             outcome = work.targets(urls)
         run.result.merge(source.id, outcome)
-        engine.state.dequeue([item["id"] for item in items])
+        engine.state.targets.remove([item["id"] for item in items])

@@ -15,7 +15,7 @@ def embed_missing(engine: Engine, texts: dict[str, str], counters: Counters) -> 
         return
     # Sorted by length so that the model's batches carry little padding.
     missing = sorted(
-        engine.state.missing_vectors(texts, engine.model_id), key=lambda h: (len(texts[h]), h)
+        engine.state.embeddings.missing(texts, engine.model_id), key=lambda h: (len(texts[h]), h)
     )
     counters.chunks_reused += len(texts) - len(missing)
     # Cached every few model batches, so a killed run keeps the embedding work it did.
@@ -23,7 +23,7 @@ def embed_missing(engine: Engine, texts: dict[str, str], counters: Counters) -> 
     for start in range(0, len(missing), step):
         batch = missing[start : start + step]
         vectors = engine.embedder.embed([texts[h] for h in batch])
-        engine.state.put_vectors(
+        engine.state.embeddings.put(
             engine.model_id, dict(zip(batch, vectors, strict=True)), engine.now()
         )
         counters.chunks_embedded += len(batch)
@@ -34,7 +34,7 @@ def vectors_for(
     engine: Engine, hashes: list[str], model_id: str, ops: list[StoreOp]
 ) -> dict[str, list[float]]:
     """Cached vectors; a text the cache lacks (it was cleared) is embedded again."""
-    vectors = engine.state.vectors(hashes, model_id)
+    vectors = engine.state.embeddings.get_many(hashes, model_id)
     lacking = {
         op.text_hash: (op.payload or {}).get("page_content", "")
         for op in ops
@@ -43,6 +43,6 @@ def vectors_for(
     if lacking and model_id == engine.model_id:
         fresh = engine.embedder.embed(list(lacking.values()))
         new = dict(zip(lacking, fresh, strict=True))
-        engine.state.put_vectors(model_id, new, engine.now())
+        engine.state.embeddings.put(model_id, new, engine.now())
         vectors.update(new)
     return vectors

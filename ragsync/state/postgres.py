@@ -5,7 +5,7 @@ Same migrations, same SQL: statements are written once with ``?`` placeholders a
 backends (here as ``%s``). Outside a transaction each statement borrows a pooled connection in
 autocommit mode; :meth:`PgDatabase.transaction` pins one connection to the calling thread until
 the transaction ends (nested use is a savepoint), so the per-document transaction of
-:meth:`StateDB.commit_document` means the same thing on both backends.
+:meth:`ragsync.state.index.Index.commit_document` means the same thing on both backends.
 
 Example ``ragsync.toml``::
 

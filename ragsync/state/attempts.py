@@ -1,0 +1,82 @@
+"""The ``fetch_attempts`` table: pages whose last request failed, and what happens next."""
+
+from __future__ import annotations
+
+import builtins
+import zlib
+from typing import Any
+
+from ragsync.models import AttemptState
+from ragsync.state.repository import Repository
+
+
+class Attempts(Repository):
+    """Failed fetches by record key (``state.attempts``); a page's row goes when it answers
+    (see :meth:`ragsync.state.documents.Documents.mark_checked`) or is committed."""
+
+    def get(self, doc_key: str) -> dict[str, Any] | None:
+        sql = "select * from fetch_attempts where doc_key = ?"
+        return next(iter(self.db.query(sql, [doc_key])), None)
+
+    def add(
+        self,
+        doc_key: str,
+        url: str,
+        *,
+        source_id: str,
+        status: int | None,
+        error: str,
+        at: str,
+        state: str,
+        next_retry_at: str | None = None,
+        body: bytes | None = None,
+    ) -> None:
+        """Count one more failed attempt at a page; its last good content is untouched.
+
+        ``state`` is an :class:`~ragsync.models.AttemptState`: ``retrying`` (due again at
+        ``next_retry_at``), ``dead`` (retries exhausted), ``attention`` (401/403: a person must
+        act), ``refused`` (the page cannot be indexed as served) or ``missing`` (404/410 before
+        the page was ever indexed). ``body`` is kept compressed, for diagnosis.
+        """
+        with self.state.write():
+            row = self.get(doc_key)
+            self.db.table("fetch_attempts").upsert(
+                {
+                    "doc_key": doc_key,
+                    "url": url,
+                    "source_id": source_id,
+                    "attempts": (row["attempts"] if row else 0) + 1,
+                    "last_status": status,
+                    "last_error": error,
+                    "state": state,
+                    "first_failed_at": row["first_failed_at"] if row else at,
+                    "last_attempt_at": at,
+                    "next_retry_at": next_retry_at,
+                    "body": zlib.compress(body) if body else None,
+                },
+                pk="doc_key",
+            )
+
+    def list(self, source_id: str | None = None) -> builtins.list[dict[str, Any]]:
+        if source_id is None:
+            return list(self.db.query("select * from fetch_attempts order by doc_key"))
+        sql = "select * from fetch_attempts where source_id = ? order by doc_key"
+        return list(self.db.query(sql, [source_id]))
+
+    def held_back(self, source_id: str, now: str) -> set[str]:
+        """Pages a normal run must not request: retry not yet due, dead letter, attention."""
+        return self.retry_gates(source_id, now)[0]
+
+    def retry_gates(self, source_id: str, now: str) -> tuple[set[str], set[str]]:
+        """``(held back, retry due)`` among the pages of ``source_id`` that failed: the pages a
+        normal run must not request (retry not yet due, dead letter, attention), and those
+        whose retry time has come (due whatever their revisit time)."""
+        held: set[str] = set()
+        due: set[str] = set()
+        sql = "select doc_key, state, next_retry_at from fetch_attempts where source_id = ?"
+        for row in self.db.query(sql, [source_id]):
+            if row["state"] in (AttemptState.DEAD, AttemptState.ATTENTION):
+                held.add(row["doc_key"])
+            elif row["state"] == AttemptState.RETRYING:
+                (due if (row["next_retry_at"] or "") <= now else held).add(row["doc_key"])
+        return held, due

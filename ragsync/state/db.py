@@ -1,0 +1,220 @@
+"""The state DB: the source of truth. SQLite through sqlite-utils (WAL mode) by default, or
+PostgreSQL (:mod:`ragsync.state.postgres`) when many workers share it.
+
+Every other store (the vector index) is a projection of this one, written only through the
+journal: a document's new state, its chunk list, its change-log row and the vector-store
+operations it implies are committed in one transaction
+(:meth:`ragsync.state.index.Index.commit_document`); the operations are applied afterwards and
+deleted once done, so a crash at any instant is repaired by replaying what is left.
+
+:class:`StateDB` holds the connection, transactions, locks and migrations; what the tables hold
+is read and written through its repositories (``state.documents``, ``state.journal``, …). All
+SQL lives in this package and runs unchanged on both backends (``?`` placeholders, standard
+SQL); the PostgreSQL backend provides the few sqlite-utils calls used here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlite_utils import Database
+
+from ragsync.clock import iso
+from ragsync.config import StateConfig, resolve_env
+from ragsync.errors import StateError
+from ragsync.state.aliases import Aliases
+from ragsync.state.attempts import Attempts
+from ragsync.state.discovery import Discovery
+from ragsync.state.documents import Documents
+from ragsync.state.embeddings import Embeddings
+from ragsync.state.hosts import Hosts
+from ragsync.state.index import Index
+from ragsync.state.journal import Journal
+from ragsync.state.leases import Leases
+from ragsync.state.migrations import MIGRATIONS
+from ragsync.state.outbox import Outbox
+from ragsync.state.runs import Runs
+from ragsync.state.targets import Targets
+from ragsync.state.work import WorkQueue
+
+T = TypeVar("T")
+
+BATCH = 500  # keys per ``IN (...)``: far below SQLite's and PostgreSQL's parameter limits
+
+
+def batched(keys: Sequence[T], size: int = BATCH) -> Iterator[list[T]]:
+    """``keys`` in consecutive lists of at most ``size``, in order.
+
+    Example::
+
+        >>> list(batched(["a", "b", "c"], 2))
+        [['a', 'b'], ['c']]
+        >>> list(batched([], 2))
+        []
+    """
+    for start in range(0, len(keys), size):
+        yield list(keys[start : start + size])
+
+
+class StateDB:
+    """The ragsync state DB: a SQLite file at ``target`` (``":memory:"`` for tests), or a
+    PostgreSQL database when ``target`` is a ``postgresql://`` URL.
+
+    Its tables are reached through repositories, one per group of tables: ``documents``,
+    ``aliases``, ``attempts``, ``index`` (chunks, raw bodies, collections and the per-document
+    commit), ``embeddings``, ``journal``, ``targets`` (the targeted queue), ``work`` (the work
+    queue), ``leases``, ``hosts``, ``discovery``, ``outbox`` and ``runs`` (runs, the source
+    schedule and the change log).
+
+    Raises:
+        StateError: the DB cannot be opened, or was written by a newer ragsync.
+    """
+
+    def __init__(self, target: str | Path, *, pool_size: int = 4, connect_timeout: float = 15.0):
+        self.path = str(target)
+        self.postgres = self.path.startswith(("postgresql://", "postgres://"))
+        self._write_lock = threading.RLock()
+        self.documents = Documents(self)
+        self.aliases = Aliases(self)
+        self.attempts = Attempts(self)
+        self.index = Index(self)
+        self.embeddings = Embeddings(self)
+        self.journal = Journal(self)
+        self.targets = Targets(self)
+        self.work = WorkQueue(self)
+        self.leases = Leases(self)
+        self.hosts = Hosts(self)
+        self.discovery = Discovery(self)
+        self.outbox = Outbox(self)
+        self.runs = Runs(self)
+        self.db: Any
+        if self.postgres:
+            from ragsync.state.postgres import PgDatabase, redact
+
+            self.path = redact(self.path)  # what messages show
+            self.db = PgDatabase(str(target), pool_size=pool_size, connect_timeout=connect_timeout)
+            self.migrate()
+            return
+        try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+            self.db = Database(conn)
+            if self.path != ":memory:":
+                self.db.enable_wal()
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StateError(f"{self.path}: cannot open the state DB: {exc}") from exc
+
+    @classmethod
+    def from_config(cls, config: StateConfig) -> StateDB:
+        """The state DB a ``[state]`` table names (``url`` wins over ``path``)."""
+        if config.url:
+            return cls(resolve_env(config.url, key="state.url") or "", pool_size=config.pool_size)
+        return cls(config.path)
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[None]:
+        """A write transaction; nested use is a savepoint.
+
+        On SQLite it takes the write lock up front (BEGIN IMMEDIATE): a deferred transaction
+        that reads, then writes, fails at once with "database is locked" when another
+        connection (the `serve` receiver, a second process) wrote in between; an immediate one
+        waits for the lock instead. On PostgreSQL it pins one pooled connection to the thread.
+        """
+        if self.postgres:
+            with self.db.transaction():
+                yield
+            return
+        # One connection serves every thread of the process: one writer at a time, so that a
+        # transaction open in one thread is never mistaken by another for its own.
+        with self._write_lock:
+            if self.db.conn.in_transaction:
+                with self.db.atomic():
+                    yield
+                return
+            self.db.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self.db.conn.rollback()
+                raise
+            else:
+                self.db.conn.execute("COMMIT")
+
+    def lock(self, name: str) -> None:
+        """Within a write transaction: exclude other writers of ``name`` until it ends
+        (an advisory lock on PostgreSQL; SQLite's write lock already excludes every writer)."""
+        if self.postgres:
+            self.db.lock(name)
+
+    @property
+    def for_update(self) -> str:
+        """Row locks on PostgreSQL; SQLite's write transaction already excludes everyone."""
+        return " for update" if self.postgres else ""
+
+    def query_in(
+        self, sql: str, keys: Sequence[Any], args: Sequence[Any] = ()
+    ) -> Iterator[dict[str, Any]]:
+        """The rows of ``sql`` over many keys, one query per :data:`BATCH` keys: ``{marks}``
+        in ``sql`` stands for the batch's placeholders, and the parameters are ``args``, then
+        the batch."""
+        for batch in batched(keys):
+            yield from self.db.query(sql.format(marks=",".join("?" * len(batch))), [*args, *batch])
+
+    def execute_in(self, sql: str, keys: Sequence[Any], args: Sequence[Any] = ()) -> int:
+        """Run ``sql`` (an update or delete, ``{marks}`` as in :meth:`query_in`) over many keys
+        in one write transaction; return the rows it changed."""
+        changed = 0
+        with self.write():
+            for batch in batched(keys):
+                marks = ",".join("?" * len(batch))
+                changed += self.db.execute(sql.format(marks=marks), [*args, *batch]).rowcount
+        return changed
+
+    def copy_to(self, path: str | Path) -> StateDB:
+        """A SQLite copy of this state at ``path`` (the throwaway state of a dry run)."""
+        copy = StateDB(path)
+        if not self.postgres:
+            self.db.conn.backup(copy.db.conn)
+            return copy
+        with copy.write():
+            for name in self.db.table_names():
+                if name != "_migrations" and copy.db.table(name).exists():
+                    rows = self.db.table(name).rows
+                    copy.db.execute(f"delete from [{name}]")
+                    copy.db.table(name).insert_all(rows)
+        return copy
+
+    def migrate(self) -> list[str]:
+        """Apply the named migrations not applied yet, in order, in one transaction that other
+        processes starting at the same moment wait for; return their names."""
+        table = self.db.table("_migrations")
+        with self.write():
+            self.lock("ragsync-migrations")
+            if not table.exists():
+                table.create({"name": str, "applied_at": str}, pk="name")
+            done = {row["name"] for row in table.rows}
+            known = {name for name, _ in MIGRATIONS}
+            if done - known:
+                raise StateError(
+                    f"{self.path}: written by a newer ragsync (unknown migrations: "
+                    f"{', '.join(sorted(done - known))})"
+                )
+            applied = []
+            for name, migration in MIGRATIONS:
+                if name not in done:
+                    migration(self.db)
+                    table.insert({"name": name, "applied_at": iso(time.time())})
+                    applied.append(name)
+        return applied

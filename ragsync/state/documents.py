@@ -1,0 +1,122 @@
+"""The ``documents`` table: one row per record key, its indexed state and revisit schedule."""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Sequence
+from typing import Any, cast
+
+from ragsync.models import DocumentStatus
+from ragsync.state.repository import Repository
+from ragsync.state.rows import DocumentRow
+
+
+class Documents(Repository):
+    """Documents by record key (``state.documents``). The row as a whole is written by
+    :meth:`ragsync.state.index.Index.commit_document`; this repository reads it and moves the
+    fields a check changes without new content."""
+
+    def get(self, doc_key: str) -> DocumentRow | None:
+        rows = list(self.db.query("select * from documents where doc_key = ?", [doc_key]))
+        return cast(DocumentRow, rows[0]) if rows else None
+
+    def get_many(self, doc_keys: Sequence[str]) -> dict[str, DocumentRow]:
+        """The documents among ``doc_keys`` that exist, by key."""
+        sql = "select * from documents where doc_key in ({marks})"
+        return {
+            row["doc_key"]: cast(DocumentRow, row) for row in self.state.query_in(sql, doc_keys)
+        }
+
+    def list(self, source_id: str | None = None) -> builtins.list[DocumentRow]:
+        if source_id is None:
+            rows = self.db.query("select * from documents order by doc_key")
+        else:
+            sql = "select * from documents where source_id = ? order by doc_key"
+            rows = self.db.query(sql, [source_id])
+        return [cast(DocumentRow, row) for row in rows]
+
+    def due_hints(self, source_id: str) -> dict[str, tuple[str | None, str | None]]:
+        """``{doc_key: (next_check_at, lastmod_hint)}`` for one source."""
+        sql = "select doc_key, next_check_at, lastmod_hint from documents where source_id = ?"
+        return {
+            r["doc_key"]: (r["next_check_at"], r["lastmod_hint"])
+            for r in self.db.query(sql, [source_id])
+        }
+
+    def list_due(self, source_id: str, now: str) -> builtins.list[tuple[str, str]]:
+        """``[(doc_key, url)]`` of pages whose revisit time has come, or whose retry has
+        (a page that failed, known or not yet indexed); records that carry their own content
+        are refreshed by their API, not by a fetch."""
+        sql = (
+            "select doc_key, canonical_url as url from documents where source_id = ? and "
+            "status != 'tombstoned' and extractor != 'record' and next_check_at <= ? "
+            "union select doc_key, url from fetch_attempts where source_id = ? and "
+            "state = 'retrying' and next_retry_at <= ? and doc_key not like ?"
+        )
+        args = [source_id, now, source_id, now, f"{source_id}:id:%"]
+        return sorted((r["doc_key"], r["url"]) for r in self.db.query(sql, args))
+
+    def oldest_due(self, now: str, source_id: str | None = None) -> str | None:
+        """The earliest revisit time already passed (the lag of the schedule), if any."""
+        sql = (
+            "select min(next_check_at) from documents where status != 'tombstoned' and "
+            "next_check_at <= ?" + (" and source_id = ?" if source_id else "")
+        )
+        args = [now, source_id] if source_id else [now]
+        return self.db.execute(sql, args).fetchone()[0]
+
+    def oldest_check(self, source_id: str) -> str | None:
+        """The least recent check of a source's documents still indexed."""
+        sql = (
+            "select min(last_checked_at) from documents where source_id = ? "
+            "and status != 'tombstoned'"
+        )
+        return self.db.execute(sql, [source_id]).fetchone()[0]
+
+    def count_by_status(self) -> dict[str, dict[str, int]]:
+        """``{source_id: {document status: count}}``."""
+        counts: dict[str, dict[str, int]] = {}
+        sql = "select source_id, status, count(*) as n from documents group by source_id, status"
+        for row in self.db.query(sql):
+            counts.setdefault(row["source_id"], {})[row["status"]] = row["n"]
+        return counts
+
+    def mark_checked(self, marks: Sequence[tuple[str, str, dict[str, Any]]]) -> None:
+        """Revalidations that found no change (304 or same hash), one transaction for all:
+        ``(doc_key, checked_at, fields)``, where only timestamps, validators and the revisit
+        schedule move (``None`` values are left alone).
+
+        Each page answered, so any missing evidence and failed attempts against it are cleared.
+        """
+        with self.state.write():
+            for doc_key, checked_at, validators in marks:
+                fields: dict[str, Any] = {
+                    "last_checked_at": checked_at,
+                    "status": DocumentStatus.ACTIVE,
+                }
+                fields.update({k: v for k, v in validators.items() if v is not None})
+                fields.update(missing_count=0, missing_since=None, missing_evidence=None)
+                assignments = ", ".join(f'"{name}" = ?' for name in fields)
+                self.db.execute(
+                    f"update documents set {assignments} where doc_key = ?",
+                    [*fields.values(), doc_key],
+                )
+                self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])
+
+    def mark_missing(
+        self, doc_key: str, *, count: int, since: str, evidence: Sequence[Any], at: str
+    ) -> None:
+        """Missing evidence against an indexed page: it stays retrievable (suspected_missing)."""
+        with self.state.write():
+            self.db.table("documents").update(
+                doc_key,
+                {
+                    "status": DocumentStatus.SUSPECTED_MISSING,
+                    "missing_count": count,
+                    "missing_since": since,
+                    "missing_evidence": json.dumps(evidence),
+                    "last_checked_at": at,
+                },
+            )
+            self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])

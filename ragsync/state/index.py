@@ -1,0 +1,168 @@
+"""What the index is built from: ``chunks`` (each document's chunk list, one row per vector
+point), ``raw_bodies`` (the body each document's content came from, for ``reindex``) and
+``collections`` (the model each vector collection was built with), and the one transaction
+that commits a document with all of it."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ragsync.models import DocumentStatus, StoredChunk
+from ragsync.state.journal import journal_op
+from ragsync.state.repository import Repository
+from ragsync.state.rows import ChangeRow, DocumentRow, JournalOpRow
+
+
+class Index(Repository):
+    """Chunks, raw bodies and collections (``state.index``), and
+    :meth:`commit_document`, the one write of a changed document."""
+
+    def get_chunks(self, doc_key: str) -> list[StoredChunk]:
+        """A document's chunks, in order."""
+        rows = self.db.query(
+            "select * from chunks where doc_key = ? order by chunk_index", [doc_key]
+        )
+        return [_stored_chunk(row) for row in rows]
+
+    def list_chunks(self) -> list[tuple[str, StoredChunk]]:
+        """Every chunk as ``(doc_key, chunk)``, by document, in order."""
+        rows = self.db.query("select * from chunks order by doc_key, chunk_index")
+        return [(row["doc_key"], _stored_chunk(row)) for row in rows]
+
+    def get_raw_body(self, doc_key: str) -> dict[str, Any] | None:
+        """The body a document's content came from (decompressed), with its URL, content
+        type, hash and fetch time; None when not kept."""
+        row = next(
+            iter(self.db.query("select * from raw_bodies where doc_key = ?", [doc_key])), None
+        )
+        if row is not None:
+            row["body"] = zlib.decompress(row["body"])
+        return row
+
+    def remove_raw_bodies(self, before: str) -> int:
+        """Forget raw bodies fetched before ``before`` (the retention window); return how
+        many."""
+        with self.state.write():
+            cursor = self.db.execute("delete from raw_bodies where fetched_at < ?", [before])
+        return cursor.rowcount
+
+    def get_collection_model(self, name: str) -> str | None:
+        """The model the vector collection ``name`` was built with, if recorded."""
+        sql = "select model_id from collections where name = ?"
+        row = next(iter(self.db.query(sql, [name])), None)
+        return row["model_id"] if row else None
+
+    def put_collection(self, name: str, model_id: str, dimension: int, at: str) -> None:
+        with self.state.write():
+            self.db.table("collections").upsert(
+                {"name": name, "model_id": model_id, "dimension": dimension, "created_at": at},
+                pk="name",
+            )
+
+    def commit_document(
+        self,
+        document: DocumentRow | dict[str, Any],
+        chunks: Sequence[StoredChunk],
+        ops: Sequence[JournalOpRow | dict[str, Any]],
+        change: ChangeRow | dict[str, Any] | None,
+        aliases: Sequence[Mapping[str, Any]] = (),
+        events: Sequence[Mapping[str, Any]] = (),
+        raw_body: Mapping[str, Any] | None = None,
+        *,
+        unless_hash: str | None = None,
+    ) -> bool:
+        """Write a document's state, its chunk list, its change row and its journal entries;
+        return whether it was written.
+
+        All or nothing: a crash before the commit leaves the previous state intact, after it
+        leaves operations in the journal that the next run replays. With ``unless_hash``,
+        nothing is written when the stored document already holds that content (another
+        worker committed the same change first: one change row, one event). ``change`` has
+        no ``id`` yet (the DB numbers it); ``events`` are outbox rows.
+        """
+        doc_key = document["doc_key"]
+        with self.state.write():
+            self.state.lock(f"document:{doc_key}")  # one commit of a page at a time
+            if unless_hash is not None:
+                row = self.db.execute(
+                    "select content_hash, status from documents where doc_key = ?", [doc_key]
+                ).fetchone()
+                if (
+                    row is not None
+                    and row[0] == unless_hash
+                    and row[1] != DocumentStatus.TOMBSTONED
+                ):
+                    return False
+            ops = [*ops, *self._stale_point_deletes(doc_key, chunks, ops)]
+            self.db.table("documents").upsert(document, pk="doc_key")
+            self.db.execute("delete from chunks where doc_key = ?", [doc_key])
+            self.db.table("chunks").insert_all(
+                (
+                    {
+                        "point_id": c.point_id,
+                        "doc_key": doc_key,
+                        "chunk_index": c.chunk_index,
+                        "chunk_hash": c.chunk_hash,
+                        "text": c.text,
+                        "headings": json.dumps(list(c.headings), ensure_ascii=False),
+                        "tokens": c.tokens,
+                        "last_changed_at": c.last_changed_at,
+                    }
+                    for c in chunks
+                ),
+                pk="point_id",
+            )
+            if ops:
+                self.state.journal.add(ops)
+            if change:
+                self.db.table("changes").insert(change, pk="id")
+            if events:  # the transactional outbox: events exist iff the change does
+                self.db.table("outbox").insert_all(events, pk="seq")
+            if raw_body is not None:  # the body this content came from, kept for `reindex`
+                body = {**raw_body, "body": zlib.compress(raw_body["body"])}
+                self.db.table("raw_bodies").upsert(body, pk="doc_key")
+            for alias in aliases:
+                self.db.table("aliases").upsert(alias, pk="alias_key")
+            if document["status"] != DocumentStatus.TOMBSTONED:  # it serves its own page again
+                self.db.execute("delete from aliases where alias_key = ?", [doc_key])
+            self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])
+        return True
+
+    def _stale_point_deletes(
+        self,
+        doc_key: str,
+        chunks: Sequence[StoredChunk],
+        ops: Sequence[JournalOpRow | dict[str, Any]],
+    ) -> list[JournalOpRow]:
+        """Deletes for stored points that neither stay nor are deleted by ``ops``.
+
+        Empty unless another worker committed this page between this one's plan and commit
+        (both planned against the same old chunks): its points must go too, or they would be
+        left in the index with no chunk row behind them.
+        """
+        sql = "select point_id from chunks where doc_key = ?"
+        stored = {row[0] for row in self.db.execute(sql, [doc_key]).fetchall()}
+        gone = {op["point_id"] for op in ops if op["op"] == "delete"}
+        stale = sorted(stored - {c.point_id for c in chunks} - gone)
+        run_id, created_at = (
+            (ops[0].get("run_id"), ops[0].get("created_at")) if ops else (None, None)
+        )
+        return [
+            journal_op("delete", p, doc_key=doc_key, run_id=run_id, created_at=created_at)
+            for p in stale
+        ]
+
+
+def _stored_chunk(row: Mapping[str, Any]) -> StoredChunk:
+    return StoredChunk(
+        point_id=row["point_id"],
+        chunk_index=row["chunk_index"],
+        chunk_hash=row["chunk_hash"],
+        text=row["text"],
+        headings=tuple(json.loads(row["headings"] or "[]")),
+        tokens=row["tokens"] or 0,
+        last_changed_at=row["last_changed_at"] or "",
+    )
