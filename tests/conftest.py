@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from ragsync.config import config_from_mapping
-from ragsync.devsite import DevSite
 from ragsync.embed import SentenceTransformerEmbedder
 from ragsync.sync import Syncer
+from ragsync.testing import DevSite
 
 
 class CountingEmbedder:

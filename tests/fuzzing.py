@@ -30,10 +30,9 @@ from urllib.parse import urlsplit
 from lxml import etree
 
 from ragsync.config import Config
-from ragsync.devembed import HashEmbedder
-from ragsync.devsite import serve_loopback, stop_server
 from ragsync.state import StateDB
 from ragsync.sync import Syncer
+from ragsync.testing import HashEmbedder, serve_loopback, stop_server
 from ragsync.urls import canonical_url, host_of
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fuzz"

@@ -12,8 +12,8 @@ import gzip
 import pytest
 from conftest import Clock, example_pages, make_config, sentences, sitemap_source
 
-from ragsync.devsite import DevSite
 from ragsync.sync import Syncer
+from ragsync.testing import DevSite
 
 PAGES = ["/guide/page-0", "/guide/page-1", "/guide/page-2", "/guide/page-3"]
 

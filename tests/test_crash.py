@@ -16,8 +16,8 @@ from conftest import example_pages, state_table
 
 from connectors.qdrant_store import QdrantStore
 from ragsync.config import load_config
-from ragsync.devsite import DevSite
 from ragsync.state import StateDB
+from ragsync.testing import DevSite
 
 CONFIG = """
 [state]

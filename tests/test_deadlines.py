@@ -16,13 +16,13 @@ from conftest import example_pages, make_config
 from rawserver import RawServer, drip, read_request, request_path
 
 from ragsync.config import EventConfig, FetchConfig
-from ragsync.devsite import DevSite
 from ragsync.errors import FetchError
 from ragsync.events import Dispatcher, outbox_rows
 from ragsync.fetch import Fetcher
 from ragsync.politeness import HostGate, PoliteFetcher
 from ragsync.state import StateDB
 from ragsync.sync import Syncer
+from ragsync.testing import DevSite
 from ragsync.transport import DeadlineTransport
 from ragsync.urls import host_of
 

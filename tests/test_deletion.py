@@ -7,8 +7,8 @@ import json
 import pytest
 from conftest import Clock, example_pages, make_config
 
-from ragsync.devsite import DevSite
 from ragsync.sync import Syncer
+from ragsync.testing import DevSite
 
 GONE = "/guide/page-1"
 

@@ -14,8 +14,8 @@ import pytest
 from conftest import example_pages, make_config, page, sentences, sitemap_source
 from standardwebhooks.webhooks import Webhook
 
-from ragsync.devsite import DevSite
 from ragsync.sync import Syncer
+from ragsync.testing import DevSite
 
 SECRET = "whsec_" + base64.b64encode(b"a test secret of enough length!!").decode()
 

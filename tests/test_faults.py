@@ -10,8 +10,8 @@ from email.utils import formatdate
 
 from conftest import Clock, example_pages, make_config, page, sentences, sitemap_source
 
-from ragsync.devsite import DevSite
 from ragsync.sync import Syncer
+from ragsync.testing import DevSite
 
 FAST_RETRIES = {"retry_base": "0.05s", "retry_cap": "0.2s", "max_pause_wait": "5s"}
 

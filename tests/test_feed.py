@@ -8,7 +8,7 @@ import pytest
 from conftest import page, sentences
 
 from connectors.feed import parse_feed
-from ragsync.devsite import DevSite
+from ragsync.testing import DevSite
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

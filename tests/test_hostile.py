@@ -11,8 +11,8 @@ import zlib
 import pytest
 from conftest import make_config, page, sentences, sitemap_source
 
-from ragsync.devsite import DevSite
 from ragsync.sync import Syncer
+from ragsync.testing import DevSite
 
 VICTIM = "/victim"
 HTML = {"Content-Type": "text/html; charset=utf-8"}

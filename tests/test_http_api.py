@@ -12,8 +12,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from conftest import make_config
 
-from ragsync.devsite import DevSite
 from ragsync.sync import Syncer
+from ragsync.testing import DevSite
 
 
 class Api:

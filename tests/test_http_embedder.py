@@ -9,11 +9,10 @@ import math
 import pytest
 from conftest import example_pages, make_config, sitemap_source
 
-from ragsync.devembed import EmbeddingServer
-from ragsync.devsite import DevSite
 from ragsync.embed import HttpEmbedder, embedder_from_config
 from ragsync.errors import ConfigError, EmbedError
 from ragsync.sync import Syncer
+from ragsync.testing import DevSite, EmbeddingServer
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from conftest import example_pages, sitemap_source
 
-from ragsync.devsite import DevSite
+from ragsync.testing import DevSite
 
 
 def points_by_url(syncer):

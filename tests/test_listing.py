@@ -21,7 +21,6 @@ from connectors.http_api import HttpApiOptions, HttpApiSource
 from connectors.sitemap import MAX_DEPTH, SitemapOptions, SitemapSource
 from connectors.urls import UrlListOptions, UrlListSource
 from ragsync.config import FetchConfig
-from ragsync.devsite import DevSite
 from ragsync.discovery import DiscoveryContext
 from ragsync.errors import ConfigError
 from ragsync.fetch import Fetcher
@@ -29,6 +28,7 @@ from ragsync.models import Candidate, SourceOutcome
 from ragsync.politeness import HostGate, PoliteFetcher
 from ragsync.robots import RobotsPolicy, decode_robots
 from ragsync.state import StateDB
+from ragsync.testing import DevSite
 
 XML = {"Content-Type": "application/xml"}
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'

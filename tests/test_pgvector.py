@@ -11,9 +11,9 @@ from conftest import example_pages, make_config, postgres_url, sitemap_source
 
 from connectors.pgvector_store import PgVectorStore
 from ragsync.config import StoreConfig
-from ragsync.devsite import DevSite
 from ragsync.errors import ConfigError, StoreError
 from ragsync.sync import Syncer
+from ragsync.testing import DevSite
 
 
 def table_name(tmp_path) -> str:

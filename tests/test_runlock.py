@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from conftest import example_pages, page, ragsync_cli, sentences, state_table, state_target
 
-from ragsync.devsite import DevSite
 from ragsync.runlock import RunLock, RunLocked
 from ragsync.state import StateDB
+from ragsync.testing import DevSite
 
 
 @pytest.fixture

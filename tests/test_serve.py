@@ -22,8 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from standardwebhooks.webhooks import Webhook
 from starlette.testclient import TestClient
 
-from ragsync.devsite import DevSite
 from ragsync.server import Worker, create_app
+from ragsync.testing import DevSite
 
 SECRET = "whsec_" + base64.b64encode(b"hook secret for the docs source!").decode()
 

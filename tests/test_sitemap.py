@@ -15,8 +15,8 @@ from connectors.sitemap import (
     parse_sitemap,
 )
 from ragsync.config import FetchConfig
-from ragsync.devsite import DevSite
 from ragsync.fetch import Fetcher
+from ragsync.testing import DevSite
 
 URLSET = b"""<?xml version="1.0"?>
 <urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">

@@ -70,7 +70,7 @@ def test_second_run_with_nothing_changed_is_a_no_op(site, make_syncer, embedder)
 def test_no_validators_and_noisy_html_is_still_a_no_op(make_syncer, embedder):
     from conftest import example_pages
 
-    from ragsync.devsite import DevSite
+    from ragsync.testing import DevSite
 
     site = DevSite(example_pages(), validators=False, noise=True)
     site.start()

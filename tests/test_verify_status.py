@@ -9,7 +9,7 @@ import uuid
 
 from conftest import page, sentences
 
-from ragsync.devsite import DevSite
+from ragsync.testing import DevSite
 
 
 def test_verify_detects_and_repairs_drift_behind_ragsyncs_back(site, make_syncer, embedder):

@@ -23,11 +23,10 @@ import pytest
 from conftest import page, postgres_database, ragsync_cli, sentences
 
 from connectors.pgvector_store import PgVectorStore
-from ragsync.devembed import EmbeddingServer, HashEmbedder
-from ragsync.devsite import DevSite
 from ragsync.models import StoredChunk
 from ragsync.politeness import HostPaused, SharedHostGate
 from ragsync.state import StateDB
+from ragsync.testing import DevSite, EmbeddingServer, HashEmbedder
 
 PAGES = 2000
 PER_HOST = 3

@@ -21,7 +21,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ragsync.devsite import serve_loopback, stop_server
+from ragsync.testing.site import serve_loopback, stop_server
 
 
 class HashEmbedder:
