@@ -28,12 +28,13 @@ from urllib.parse import urlsplit
 from lxml import etree
 from protego import Protego
 
-from connectors.xmlsafety import refuse_entities
 from ragsync.errors import ConfigError
 from ragsync.models import Candidate
 from ragsync.protocols import DiscoveryContext
 from ragsync.robots import decode_robots
 from ragsync.urls import canonical_url, require_http_url
+
+from .xmlsafety import refuse_entities
 
 MAX_DEPTH = 3
 MAX_DECOMPRESSED = 50 * 1024 * 1024  # sitemaps.org: 50 MB uncompressed per file

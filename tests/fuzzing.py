@@ -431,7 +431,7 @@ _STRICT_XML = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=
 
 def sitemap_verdict(body: bytes) -> str:
     """``"whole"`` or ``"broken"``: whether a sitemap body can be read whole, judged
-    independently of ``connectors.sitemap`` (zlib for the gzip layer, every member; a strict
+    independently of ``ragsync.connectors.sitemap`` (zlib for the gzip layer, every member; a strict
     lxml parse for XML; a text sitemap is whole when a line is an http(s) URL). A listing of
     a broken document must say it is incomplete; a listing of a whole one must not."""
     if body[:2] == b"\x1f\x8b":

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from conftest import example_pages, state_table
 
-from connectors.qdrant_store import QdrantStore
 from ragsync.config import load_config
+from ragsync.connectors.qdrant_store import QdrantStore
 from ragsync.state import StateDB
 from ragsync.testing import DevSite
 

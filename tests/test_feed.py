@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import page, sentences
 
-from connectors.feed import parse_feed
+from ragsync.connectors.feed import parse_feed
 from ragsync.testing import DevSite
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -68,9 +68,9 @@ from mutators import (
 )
 from protego import Protego
 
-from connectors.feed import parse_feed
-from connectors.sitemap import parse_sitemap
 from ragsync.config import Config
+from ragsync.connectors.feed import parse_feed
+from ragsync.connectors.sitemap import parse_sitemap
 from ragsync.fetch import header_bytes
 from ragsync.state import StateDB
 

@@ -16,11 +16,11 @@ from xml.sax.saxutils import escape
 import pytest
 from conftest import make_config
 
-from connectors.feed import FeedOptions, FeedSource
-from connectors.http_api import HttpApiOptions, HttpApiSource
-from connectors.sitemap import MAX_DEPTH, SitemapOptions, SitemapSource
-from connectors.urls import UrlListOptions, UrlListSource
 from ragsync.config import FetchConfig
+from ragsync.connectors.feed import FeedOptions, FeedSource
+from ragsync.connectors.http_api import HttpApiOptions, HttpApiSource
+from ragsync.connectors.sitemap import MAX_DEPTH, SitemapOptions, SitemapSource
+from ragsync.connectors.urls import UrlListOptions, UrlListSource
 from ragsync.discovery import DiscoveryContext
 from ragsync.errors import ConfigError
 from ragsync.fetch import Fetcher

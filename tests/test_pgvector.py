@@ -9,8 +9,8 @@ import re
 import pytest
 from conftest import example_pages, make_config, postgres_url, sitemap_source
 
-from connectors.pgvector_store import PgVectorStore
 from ragsync.config import StoreConfig
+from ragsync.connectors.pgvector_store import PgVectorStore
 from ragsync.errors import ConfigError, StoreError
 from ragsync.sync import Syncer
 from ragsync.testing import DevSite

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from connectors.qdrant_store import QdrantStore
 from ragsync.config import StoreConfig
+from ragsync.connectors.qdrant_store import QdrantStore
 from ragsync.errors import StoreError
 
 UPDATED = {"operation_id": 1, "status": "completed"}

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from connectors.sitemap import (
+from ragsync.config import FetchConfig
+from ragsync.connectors.sitemap import (
     SitemapDocument,
     SitemapOptions,
     SitemapSource,
     gunzip_bounded,
     parse_sitemap,
 )
-from ragsync.config import FetchConfig
 from ragsync.fetch import Fetcher
 from ragsync.testing import DevSite
 
@@ -65,7 +65,7 @@ def test_external_entities_are_refused(tmp_path: Path):
 
 def test_the_parser_itself_never_expands_entities():
     # Belt and braces: even past the refusal, lxml is configured not to resolve entities.
-    from connectors.sitemap import _parse_xml
+    from ragsync.connectors.sitemap import _parse_xml
 
     doc = b'<!DOCTYPE u [<!ENTITY x "expanded">]><urlset><url><loc>a&x;</loc></url></urlset>'
     assert "expanded" not in str(_parse_xml(doc))

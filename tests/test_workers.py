@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import page, postgres_database, ragsync_cli, sentences
 
-from connectors.pgvector_store import PgVectorStore
+from ragsync.connectors.pgvector_store import PgVectorStore
 from ragsync.models import StoredChunk
 from ragsync.politeness import HostPaused, SharedHostGate
 from ragsync.state import StateDB
