@@ -14,7 +14,6 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 import pytest
-from conftest import make_config
 
 from ragsync.config import FetchConfig
 from ragsync.connectors.feed import FeedOptions, FeedSource
@@ -29,6 +28,7 @@ from ragsync.politeness import HostGate, PoliteFetcher
 from ragsync.robots import RobotsPolicy, decode_robots
 from ragsync.state import StateDB
 from ragsync.testing import DevSite
+from tests.support import make_config
 
 XML = {"Content-Type": "application/xml"}
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'

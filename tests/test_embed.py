@@ -7,12 +7,12 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import example_pages, make_config, sitemap_source
 
 from ragsync.embed import HttpEmbedder, embedder_from_config
 from ragsync.errors import ConfigError, EmbedError
 from ragsync.sync import Syncer
 from ragsync.testing import DevSite, EmbeddingServer
+from tests.support import example_pages, make_config, sitemap_source
 
 
 @pytest.fixture

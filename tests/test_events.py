@@ -11,11 +11,11 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import example_pages, make_config, page, sentences, sitemap_source
 from standardwebhooks.webhooks import Webhook
 
 from ragsync.sync import Syncer
 from ragsync.testing import DevSite
+from tests.support import example_pages, make_config, page, sentences, sitemap_source
 
 SECRET = "whsec_" + base64.b64encode(b"a test secret of enough length!!").decode()
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import page, sentences
 
 from ragsync.connectors.feed import parse_feed
 from ragsync.testing import DevSite
+from tests.support import page, sentences
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,9 @@ import sys
 import threading
 from urllib.parse import parse_qs, urlsplit
 
-from conftest import make_config
-
 from ragsync.sync import Syncer
 from ragsync.testing import DevSite
+from tests.support import make_config
 
 
 class Api:

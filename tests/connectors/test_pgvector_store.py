@@ -7,13 +7,13 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import example_pages, make_config, postgres_url, sitemap_source
 
 from ragsync.config import StoreConfig
 from ragsync.connectors.pgvector_store import PgVectorStore
 from ragsync.errors import ConfigError, StoreError
 from ragsync.sync import Syncer
 from ragsync.testing import DevSite
+from tests.support import example_pages, make_config, postgres_url, sitemap_source
 
 
 def table_name(tmp_path) -> str:

@@ -1,10 +1,13 @@
 """The Qdrant server path (issue #9), against a stand-in speaking Qdrant's REST API on 127.0.0.1
 (no Qdrant server can be installed here): collection parameters for a cluster, payload indexes,
-batched writes, retries on transient errors and clear errors on the rest."""
+batched writes, retries on transient errors and clear errors on the rest; in local mode, a
+folder held by another process says what to do."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -139,3 +142,26 @@ def test_a_write_that_keeps_failing_or_is_refused_raises_a_store_error(qdrant):
         assert len(qdrant.writes("/collections/docs/points")) == 1  # a 400 is not retried
     finally:
         store.close()
+
+
+def test_qdrant_folder_held_by_another_process_says_what_to_do(tmp_path, site, make_syncer):
+    syncer = make_syncer(site)
+    syncer.run()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from qdrant_client import QdrantClient; "
+            f"c = QdrantClient(path={str(tmp_path / 'qdrant')!r}); print('ready', flush=True); "
+            "time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        with pytest.raises(StoreError, match="another process.*store\\] url"):
+            syncer.search("throttling")
+    finally:
+        holder.kill()
+        holder.wait()

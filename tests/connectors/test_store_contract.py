@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import postgres_url
 
 from ragsync.config import StoreConfig
 from ragsync.errors import StoreError
 from ragsync.registry import store_class
+from tests.support import postgres_url
 
 ID = "00000000-0000-0000-0000-00000000000{}".format
 

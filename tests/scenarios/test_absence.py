@@ -10,10 +10,10 @@ from __future__ import annotations
 import gzip
 
 import pytest
-from conftest import Clock, example_pages, make_config, sentences, sitemap_source
 
 from ragsync.sync import Syncer
 from ragsync.testing import DevSite
+from tests.support import Clock, example_pages, make_config, sentences, sitemap_source
 
 PAGES = ["/guide/page-0", "/guide/page-1", "/guide/page-2", "/guide/page-3"]
 

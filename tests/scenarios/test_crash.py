@@ -12,12 +12,11 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import example_pages, state_table
-
 from ragsync.config import load_config
 from ragsync.connectors.qdrant_store import QdrantStore
 from ragsync.state import StateDB
 from ragsync.testing import DevSite
+from tests.support import example_pages, state_table
 
 CONFIG = """
 [state]

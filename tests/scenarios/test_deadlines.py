@@ -12,8 +12,6 @@ import time
 from datetime import UTC, datetime
 
 import pytest
-from conftest import example_pages, make_config
-from rawserver import RawServer, drip, read_request, request_path
 
 from ragsync.config import EventConfig, FetchConfig
 from ragsync.errors import FetchError
@@ -25,6 +23,8 @@ from ragsync.sync import Syncer
 from ragsync.testing import DevSite
 from ragsync.transport import DeadlineTransport
 from ragsync.urls import host_of
+from tests.support import example_pages, make_config
+from tests.support.rawserver import RawServer, drip, read_request, request_path
 
 # Slack for "it did not hang": the deadline plus a generous margin for a loaded machine.
 SLACK = 3.0

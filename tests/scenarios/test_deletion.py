@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import Clock, example_pages, make_config
 
 from ragsync.sync import Syncer
 from ragsync.testing import DevSite
+from tests.support import Clock, example_pages, make_config
 
 GONE = "/guide/page-1"
 

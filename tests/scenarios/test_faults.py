@@ -8,10 +8,9 @@ import time
 from datetime import UTC, datetime
 from email.utils import formatdate
 
-from conftest import Clock, example_pages, make_config, page, sentences, sitemap_source
-
 from ragsync.sync import Syncer
 from ragsync.testing import DevSite
+from tests.support import Clock, example_pages, make_config, page, sentences, sitemap_source
 
 FAST_RETRIES = {"retry_base": "0.05s", "retry_cap": "0.2s", "max_pause_wait": "5s"}
 

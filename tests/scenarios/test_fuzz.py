@@ -1,9 +1,9 @@
 """Fuzz suite (issue "Nothing stops a run"): seeded mutations of real inputs against whole runs.
 
-Each test serves a batch of fuzz cases (``mutators.py``: real sitemaps, feeds, robots.txt
-files, pages and headers, mutated) from one :class:`fuzzing.FuzzOrigin` on 127.0.0.1, runs
-ragsync over all of them at once — twice, so that stored validators are sent back — each run in
-a child process with a hard time bound, and checks after each run:
+Each test serves a batch of fuzz cases (:mod:`tests.support.mutators`: real sitemaps, feeds,
+robots.txt files, pages and headers, mutated) from one :class:`tests.support.fuzzing.FuzzOrigin`
+on 127.0.0.1, runs ragsync over all of them at once — twice, so that stored validators are sent
+back — each run in a child process with a hard time bound, and checks after each run:
 
 - the run returns within its bound, raises nothing, and its report is whole;
 - every listed page ends indexed or with a recorded reason (an attempt with its error, a move,
@@ -32,8 +32,15 @@ from urllib.parse import urlsplit
 from xml.sax.saxutils import escape
 
 import pytest
-from conftest import make_config
-from fuzzing import (
+from protego import Protego
+
+from ragsync.config import Config
+from ragsync.connectors.feed import parse_feed
+from ragsync.connectors.sitemap import parse_sitemap
+from ragsync.fetch import header_bytes
+from ragsync.state import StateDB
+from tests.support import make_config
+from tests.support.fuzzing import (
     Answer,
     FuzzOrigin,
     Listed,
@@ -48,7 +55,7 @@ from fuzzing import (
     store_problems,
     text_page,
 )
-from mutators import (
+from tests.support.mutators import (
     ROBOTS_PAGES,
     Case,
     ContentEncoding,
@@ -66,13 +73,6 @@ from mutators import (
     Validators,
     Where,
 )
-from protego import Protego
-
-from ragsync.config import Config
-from ragsync.connectors.feed import parse_feed
-from ragsync.connectors.sitemap import parse_sitemap
-from ragsync.fetch import header_bytes
-from ragsync.state import StateDB
 
 # Fixed, so `make test` checks the same 2,250 cases every time; another seed explores others.
 SEED = int(os.environ.get("RAGSYNC_FUZZ_SEED", "20261130"))
@@ -387,9 +387,9 @@ def keep_pages(request: Request) -> Answer:
 
 def expected_listing(kind: str, answer: Answer) -> tuple[str, list[str], list[str]] | None:
     """``(verdict, pages, children)`` of a root document: whether it can be read whole
-    (:func:`fuzzing.sitemap_verdict`, or the feed parser), and what its listing lists (from
-    the connector's own parser). None when the client reads another body than the origin
-    sends (a Content-Encoding)."""
+    (:func:`tests.support.fuzzing.sitemap_verdict`, or the feed parser), and what its listing
+    lists (from the connector's own parser). None when the client reads another body than the
+    origin sends (a Content-Encoding)."""
     if any(name.lower() == b"content-encoding" for name, _ in answer.headers):
         return None
     if len(answer.body) > FETCH["max_body_bytes"]:

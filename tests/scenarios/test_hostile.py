@@ -9,10 +9,10 @@ import time
 import zlib
 
 import pytest
-from conftest import make_config, page, sentences, sitemap_source
 
 from ragsync.sync import Syncer
 from ragsync.testing import DevSite
+from tests.support import make_config, page, sentences, sitemap_source
 
 VICTIM = "/victim"
 HTML = {"Content-Type": "text/html; charset=utf-8"}

@@ -2,14 +2,14 @@
 never create a second record (issue #3).
 
 The moves here are confirmed by one observation (``missing_confirmations = 1``, no grace);
-tests/test_absence.py shows the default rule holding a move back until it is confirmed."""
+tests/scenarios/test_absence.py shows the default rule holding a move back until it is confirmed."""
 
 from __future__ import annotations
 
 import pytest
-from conftest import example_pages, sitemap_source
 
 from ragsync.testing import DevSite
+from tests.support import example_pages, sitemap_source
 
 
 def points_by_url(syncer):
@@ -104,9 +104,8 @@ def test_tracking_variants_and_rel_canonical_never_create_a_second_record(make_s
 
 
 def test_changed_lastmod_is_checked_first_but_every_page_is_revalidated(tmp_path, embedder):
-    from conftest import make_config
-
     from ragsync.sync import Syncer
+    from tests.support import make_config
 
     site = DevSite(example_pages(6))
     site.start()

@@ -1,13 +1,13 @@
 """README promise: after a 429 (or 503) with ``Retry-After``, no new request to that host starts
 until the pause ends; only requests already in flight may still arrive.
 
-The origin (``rateorigin.py``, in its own process so that the client's threads cannot delay its
-clock readings) thinks 30 ms per request and answers ~5% of page requests, drawn by a seeded
-RNG, with ``429 Retry-After: 1``. It records when each 429 left it and when every request
-arrived; a request that arrives more than ``MARGIN`` after a 429 left and more than ``MARGIN``
-before that 429's pause ends is a violation. The margin admits requests the client had already
-sent, or was sending, when the 429 left, and requests that waited out the pause and arrive as it
-ends (two processes read the clock, each maybe a scheduling delay late).
+The origin (``tests/support/rateorigin.py``, in its own process so that the client's threads
+cannot delay its clock readings) thinks 30 ms per request and answers ~5% of page requests,
+drawn by a seeded RNG, with ``429 Retry-After: 1``. It records when each 429 left it and when
+every request arrived; a request that arrives more than ``MARGIN`` after a 429 left and more
+than ``MARGIN`` before that 429's pause ends is a violation. The margin admits requests the
+client had already sent, or was sending, when the 429 left, and requests that waited out the
+pause and arrive as it ends (two processes read the clock, each maybe a scheduling delay late).
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import make_config
 
 from ragsync.config import FetchConfig
 from ragsync.fetch import Fetcher
 from ragsync.politeness import HostGate, HostPaused, PoliteFetcher, SharedHostGate
 from ragsync.state import StateDB
 from ragsync.sync import Syncer
+from tests.support import make_config
 
 MARGIN = 0.020
-ORIGIN = Path(__file__).with_name("rateorigin.py")
+ORIGIN = Path(__file__).resolve().parent.parent / "support" / "rateorigin.py"
 
 
 class RateLimitedOrigin:

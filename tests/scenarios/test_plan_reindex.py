@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from conftest import page, sentences, sitemap_source
+from tests.support import page, sentences, sitemap_source
 
 
 def test_plan_reports_exactly_what_the_next_run_does(site, make_syncer, embedder):
@@ -76,10 +76,9 @@ def test_plan_cli_json(tmp_path, site):
 def test_reindex_after_a_chunker_change_needs_no_network_and_embeds_only_new_texts(
     tmp_path, site, embedder
 ):
-    from conftest import make_config
-
     from ragsync.chunk import count_tiktoken
     from ragsync.sync import Syncer
+    from tests.support import make_config
 
     source = [sitemap_source(site)]
     with Syncer(make_config(tmp_path, source), embedder=embedder) as syncer:
@@ -128,10 +127,9 @@ class OtherModel:
 
 
 def test_a_model_change_never_mixes_two_models_in_one_collection(tmp_path, site, embedder):
-    from conftest import make_config
-
     from ragsync.errors import StoreError
     from ragsync.sync import Syncer
+    from tests.support import make_config
 
     source = [sitemap_source(site)]
     with Syncer(make_config(tmp_path, source), embedder=embedder) as syncer:

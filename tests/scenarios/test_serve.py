@@ -17,13 +17,13 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from conftest import example_pages, make_config, page, sentences, sitemap_source
 from prometheus_client.parser import text_string_to_metric_families
 from standardwebhooks.webhooks import Webhook
 from starlette.testclient import TestClient
 
 from ragsync.server import Worker, create_app
 from ragsync.testing import DevSite
+from tests.support import example_pages, make_config, page, sentences, sitemap_source
 
 SECRET = "whsec_" + base64.b64encode(b"hook secret for the docs source!").decode()
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from conftest import page, sentences
-
 from ragsync.sync import Syncer
+from tests.support import page, sentences
 
 
 def snapshot(syncer: Syncer) -> dict[str, dict]:
@@ -68,9 +67,8 @@ def test_second_run_with_nothing_changed_is_a_no_op(site, make_syncer, embedder)
 
 
 def test_no_validators_and_noisy_html_is_still_a_no_op(make_syncer, embedder):
-    from conftest import example_pages
-
     from ragsync.testing import DevSite
+    from tests.support import example_pages
 
     site = DevSite(example_pages(), validators=False, noise=True)
     site.start()

@@ -7,9 +7,8 @@ import subprocess
 import sys
 import uuid
 
-from conftest import page, sentences
-
 from ragsync.testing import DevSite
+from tests.support import page, sentences
 
 
 def test_verify_detects_and_repairs_drift_behind_ragsyncs_back(site, make_syncer, embedder):

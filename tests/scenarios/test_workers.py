@@ -20,13 +20,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import page, postgres_database, ragsync_cli, sentences
 
 from ragsync.connectors.pgvector_store import PgVectorStore
 from ragsync.models import StoredChunk
 from ragsync.politeness import HostPaused, SharedHostGate
 from ragsync.state import StateDB
 from ragsync.testing import DevSite, EmbeddingServer, HashEmbedder
+from tests.support import page, postgres_database, ragsync_cli, sentences
 
 PAGES = 2000
 PER_HOST = 3

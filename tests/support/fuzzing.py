@@ -1,7 +1,8 @@
-"""The fuzz suite's parts (tests/test_fuzz.py): an origin on 127.0.0.1 that serves raw bytes,
-a bounded run of ragsync in a child process, and the invariants every run must keep.
+"""The fuzz suite's parts (tests/scenarios/test_fuzz.py): an origin on 127.0.0.1 that serves raw
+bytes, a bounded run of ragsync in a child process, and the invariants every run must keep.
 
-The mutators themselves are in :mod:`mutators`; what they mutate is in ``fixtures/fuzz/``.
+The mutators themselves are in :mod:`tests.support.mutators`; what they mutate is in
+``tests/fixtures/fuzz/``.
 
 A run happens in a forked child process with a hard time bound: a run that hangs is killed
 (its whole process group) and reported as hung, instead of hanging the test session. The child
@@ -35,7 +36,7 @@ from ragsync.sync import Syncer
 from ragsync.testing import HashEmbedder, serve_loopback, stop_server
 from ragsync.urls import canonical_url, host_of
 
-FIXTURES = Path(__file__).parent / "fixtures" / "fuzz"
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "fuzz"
 
 
 def fixture(name: str) -> bytes:

@@ -1,4 +1,4 @@
-"""Seeded mutators of real inputs (``fixtures/fuzz/``), one small class per input class.
+"""Seeded mutators of real inputs (``tests/fixtures/fuzz/``), one small class per input class.
 
 A mutator's ``case(rng, where)`` builds one fuzz case, drawing only from ``rng``: the same
 seed gives the same bytes on every machine, so a case id (``<mutator>-<batch>-<index>``)
@@ -22,7 +22,7 @@ from email.utils import formatdate
 from itertools import count
 from typing import Any, ClassVar
 
-from fuzzing import Answer, fixture, short, text_page
+from tests.support.fuzzing import Answer, fixture, short, text_page
 
 Strategy = Callable[[random.Random, bytes], tuple[bytes, str]]
 
