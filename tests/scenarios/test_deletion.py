@@ -1,4 +1,5 @@
-"""A missing page is not a deleted page (SPEC §3.8): suspected, then tombstoned, restorable."""
+"""A missing page is not a deleted page: suspected, then tombstoned, restorable (README,
+Concepts, *Deletion safety*)."""
 
 from __future__ import annotations
 

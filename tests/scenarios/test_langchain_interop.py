@@ -1,4 +1,5 @@
-"""An app built on LangChain reads the collection ragsync wrote, unchanged (SPEC §3.7)."""
+"""An app built on LangChain reads the collection ragsync wrote, unchanged (README, *Reading
+the index from LangChain*)."""
 
 from __future__ import annotations
 
