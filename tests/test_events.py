@@ -15,7 +15,7 @@ from standardwebhooks.webhooks import Webhook
 
 from ragsync.sync import Syncer
 from ragsync.testing import DevSite
-from tests.support import example_pages, make_config, page, sentences, sitemap_source
+from tests.support import example_pages, make_config, page, ragsync_run, sentences, sitemap_source
 
 SECRET = "whsec_" + base64.b64encode(b"a test secret of enough length!!").decode()
 
@@ -179,8 +179,6 @@ def test_a_receiver_that_never_recovers_leaves_a_replayable_dead_letter(tmp_path
 
 
 def test_killing_the_run_between_commit_and_delivery_loses_no_event(tmp_path, receiver):
-    from test_crash import ragsync_run
-
     site = DevSite(example_pages(2))
     base = site.start()
     try:

@@ -4,11 +4,7 @@ what one uninterrupted run produces — no duplicate, orphan or missing point.""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
@@ -16,7 +12,7 @@ from ragsync.config import load_config
 from ragsync.connectors.qdrant_store import QdrantStore
 from ragsync.state import StateDB
 from ragsync.testing import DevSite
-from tests.support import example_pages, state_table
+from tests.support import example_pages, ragsync_run, state_table
 
 CONFIG = """
 [state]
@@ -46,30 +42,6 @@ def write_config(folder: Path, base: str) -> Path:
     ((key, value),) = state_table(folder).items()
     path.write_text(CONFIG.format(base=base, state=f"{key} = {json.dumps(value)}"))
     return path
-
-
-def ragsync_run(config: Path, *, kill_on: str | None = None, kill_after: float | None = None):
-    """Run `ragsync -vv run`; SIGKILL it when a stderr line contains ``kill_on`` or after
-    ``kill_after`` seconds. Returns the exit code (-9 when killed)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ragsync", "-vv", "run", "--config", str(config)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    timer = None
-    if kill_after is not None:
-        timer = threading.Timer(kill_after, lambda: proc.poll() is None and proc.kill())
-        timer.start()
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if kill_on and kill_on in line:
-            os.kill(proc.pid, signal.SIGKILL)
-            break
-    proc.wait(timeout=300)
-    if timer:
-        timer.cancel()
-    return proc.returncode
 
 
 def index_of(folder: Path) -> tuple[dict[str, dict], set[str], int, int]:

@@ -16,7 +16,7 @@ from tests.support.backends import (
     state_target,
     store_table,
 )
-from tests.support.cli import ragsync_cli
+from tests.support.cli import ragsync_cli, ragsync_run
 from tests.support.doubles import Clock, CountingEmbedder
 from tests.support.pages import example_pages, page, sentences
 
@@ -31,6 +31,7 @@ __all__ = [
     "postgres_database",
     "postgres_url",
     "ragsync_cli",
+    "ragsync_run",
     "sentences",
     "sitemap_source",
     "state_table",
