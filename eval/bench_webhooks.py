@@ -31,7 +31,7 @@ from standardwebhooks.webhooks import Webhook
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from ragsync.devsite import DevSite  # noqa: E402
+from ragsync.testing import DevSite  # noqa: E402
 
 SECRET = "whsec_" + base64.b64encode(b"benchmark secret, 32 bytes long!").decode()
 

@@ -27,9 +27,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from ragsync.devembed import EmbeddingServer, HashEmbedder  # noqa: E402
-from ragsync.devsite import DevSite  # noqa: E402
 from ragsync.state import StateDB  # noqa: E402
+from ragsync.testing import DevSite, EmbeddingServer, HashEmbedder  # noqa: E402
 
 CONFIG = """
 [state]

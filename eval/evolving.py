@@ -5,7 +5,7 @@ fact ("The gateway waits 45 seconds for an upstream response before it gives up.
 sentences. Half the facts name only the component's kind, so the page title carries the rest of
 the meaning — as in real documentation. Each fact yields a question whose answer page is known.
 
-:class:`EvolvingSite` serves the pages through :class:`ragsync.devsite.DevSite` (sitemap,
+:class:`EvolvingSite` serves the pages through :class:`ragsync.testing.DevSite` (sitemap,
 robots.txt, ETag/Last-Modified with 304, per-request HTML noise, request and byte counts) and
 applies the benchmark's steps: edit paragraphs, insert and delete sections, add, rename (301) and
 remove (404/410) pages. :meth:`EvolvingSite.truth` is what an index must hold after a step:
@@ -232,7 +232,7 @@ class EvolvingSite:
     """The site and its history: ``steps()`` mutates it one benchmark step at a time."""
 
     def __init__(self, pages: int, seed: int = 5):
-        from ragsync.devsite import DevSite
+        from ragsync.testing import DevSite
 
         self.gen = Generator(seed)
         self.rng = random.Random(seed + 1)

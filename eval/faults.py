@@ -1,7 +1,7 @@
 """Faults for the fault-replay benchmark (eval/bench_faults.py): what the site answers while a
 fault window is open, and the yardsticks that judge an index after each run.
 
-:class:`FaultInjector` is a :class:`ragsync.devsite.DevSite` ``fault`` hook. Every decision is a
+:class:`FaultInjector` is a :class:`ragsync.testing.DevSite` ``fault`` hook. Every decision is a
 function of the seed, the fault, the run within its window, the path and how many times this run
 already asked for that path — never of the order in which requests arrive — so every system,
 whatever its concurrency and request count, meets the same faults.

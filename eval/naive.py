@@ -14,8 +14,8 @@ import uuid
 
 import httpx
 
-from connectors.sitemap import parse_sitemap
 from ragsync.chunk import Chunker
+from ragsync.connectors.sitemap import parse_sitemap
 from ragsync.embed import SentenceTransformerEmbedder
 from ragsync.extract import extract
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ragsync.devsite import DevSite
+from ragsync.testing import DevSite
 
 HERE = Path(__file__).resolve().parent
 PORT = 8765

@@ -1,4 +1,5 @@
-"""The CLI as a user runs it: a real subprocess against a real site."""
+"""The CLI as a user runs it: a real subprocess against a real site; ``init``, and errors that
+name the problem and the fix."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import json
 import subprocess
 import sys
 
-from conftest import page, ragsync_cli, sentences
+from ragsync.config import load_config
+from tests.support import page, ragsync_cli, sentences
 
 
 def test_run_json_parses_and_its_counters_match_what_happened(tmp_path, site):
@@ -89,3 +91,80 @@ def test_a_run_that_embeds_nothing_never_imports_the_model_stack(tmp_path, site)
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["4", "False", "False", "False"], out.stderr
+
+
+def cli(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "ragsync", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+
+
+def test_init_writes_a_starter_that_loads_and_refuses_to_overwrite(tmp_path):
+    target = tmp_path / "ragsync.toml"
+    first = cli("init", str(target))
+    assert first.returncode == 0 and "ragsync run" in first.stderr
+    config = load_config(target)
+    assert config.sources[0].id == "docs" and config.sources[0].kind == "sitemap"
+    target.write_text("# mine\n")
+    again = cli("init", str(target))
+    assert again.returncode == 2 and "--force" in again.stderr
+    assert target.read_text() == "# mine\n"
+    assert cli("init", str(target), "--force").returncode == 0
+    assert "[[sources]]" in target.read_text()
+
+
+def test_missing_config_names_the_fix(tmp_path):
+    proc = cli("run", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "ragsync.toml" in proc.stderr and "ragsync init" in proc.stderr
+
+
+def test_wrong_embedder_name_names_the_key(tmp_path):
+    path = tmp_path / "ragsync.toml"
+    path.write_text(
+        '[embedder]\nmodel = "bert-base-nonexistent"\n[[sources]]\nid = "d"\n'
+        'kind = "urls"\nurls = ["http://127.0.0.1:9/"]\n'
+    )
+    proc = cli("search", "x", "-c", str(path))
+    assert proc.returncode == 2
+    assert "embedder.model" in proc.stderr and "no model hub" in proc.stderr
+
+
+def test_progress_bars_on_a_terminal_never_mix_with_json(tmp_path, site):
+    import json
+    import os
+    import pty
+
+    config = tmp_path / "ragsync.toml"
+    config.write_text(
+        f'[[sources]]\nid = "docs"\nkind = "sitemap"\nevery = "0s"\n'
+        f'url = "{site.base_url}/sitemap.xml"\n'
+    )
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragsync", "run", "--json", "-c", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        env={**os.environ, "COLUMNS": "120"},
+    )
+    os.close(follower)
+    terminal = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        terminal += chunk
+    stdout, _ = proc.communicate(timeout=120)
+    os.close(leader)
+    report = json.loads(stdout)  # stdout is pure JSON
+    assert report["counters"]["documents_created"] == 4
+    screen = terminal.decode("utf-8", "replace")
+    assert "pages checked" in screen and "texts embedded" in screen
+    assert "5/5" in screen and "16/16" in screen  # 5 pages checked (1 disallowed), 16 texts

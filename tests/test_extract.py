@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ragsync.devsite import DevSite
 from ragsync.extract import content_hash, extract, extract_response, normalize_markdown
+from ragsync.testing import DevSite
 
 BODY = """<h1>Key rotation</h1>
 <p>This page explains how to rotate <b>API keys</b> safely,
@@ -19,7 +19,7 @@ with enough text to count as content.</p>
 
 def rendered(noise: bool = True) -> str:
     site = DevSite({"/k": ("Key rotation", BODY)}, noise=noise)
-    return site._render(site.pages["/k"])
+    return site.render(site.pages["/k"])
 
 
 def test_structure_is_kept():

@@ -6,13 +6,13 @@ import gzip
 
 import httpx
 import pytest
-from rawserver import RawServer, read_request
 
 from ragsync.config import FetchConfig
 from ragsync.errors import FetchError
 from ragsync.fetch import Fetcher
 from ragsync.policy import classify
 from ragsync.robots import RobotsPolicy
+from tests.support.rawserver import RawServer, read_request
 
 
 def fetcher_for(handler, **config):

@@ -9,10 +9,10 @@ import time
 import pytest
 
 from ragsync.config import FetchConfig
-from ragsync.devsite import DevSite
 from ragsync.errors import FetchError
 from ragsync.fetch import Fetcher
 from ragsync.politeness import HostGate, HostPaused, PoliteFetcher
+from ragsync.testing import DevSite
 from ragsync.urls import host_of
 
 

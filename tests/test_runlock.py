@@ -15,11 +15,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import example_pages, page, ragsync_cli, sentences, state_table, state_target
 
-from ragsync.devsite import DevSite
 from ragsync.runlock import RunLock, RunLocked
 from ragsync.state import StateDB
+from ragsync.testing import DevSite
+from tests.support import example_pages, page, ragsync_cli, sentences, state_table, state_target
 
 
 @pytest.fixture
@@ -182,9 +182,8 @@ def test_a_killed_run_is_closed_as_interrupted_and_its_lock_does_not_block(tmp_p
 
 
 def test_a_dry_run_works_while_another_process_holds_the_state(tmp_path, site, embedder):
-    from conftest import make_config, sitemap_source
-
     from ragsync.sync import Syncer
+    from tests.support import make_config, sitemap_source
 
     syncer = Syncer(make_config(tmp_path, [sitemap_source(site)]), embedder=embedder)
     other = RunLock(syncer.state, owner="another-process")

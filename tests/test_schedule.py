@@ -9,13 +9,13 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from conftest import make_config, page, sentences, sitemap_source
 
 from ragsync.config import load_config
-from ragsync.devsite import DevSite
 from ragsync.errors import ConfigError
 from ragsync.schedule import next_interval, next_source_run
 from ragsync.sync import Syncer
+from ragsync.testing import DevSite
+from tests.support import make_config, page, sentences, sitemap_source
 
 BOUNDS = {"initial": 3600, "min_interval": 600, "max_interval": 86400}
 

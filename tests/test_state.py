@@ -6,12 +6,12 @@ import sqlite3
 import zlib
 
 import pytest
-from conftest import TEST_STATE, state_target
 
 from ragsync.config import StateConfig
 from ragsync.errors import ConfigError, StateError
 from ragsync.models import StoredChunk
 from ragsync.state import MIGRATIONS, StateDB
+from tests.support import TEST_STATE, state_target
 
 # Run on both backends: RAGSYNC_TEST_STATE=postgres puts the same tests on PostgreSQL.
 INTEGRITY_ERRORS: tuple[type[Exception], ...] = (sqlite3.IntegrityError,)

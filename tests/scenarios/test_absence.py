@@ -1,0 +1,292 @@
+"""Absence is proven, never assumed (issue #14): failed listings, temporary redirects and
+unconfirmed moves never delete a page; a page that really disappears still goes by the rule.
+
+Every test uses the default deletion settings (2 observations spanning 1 h) and an injected
+clock that moves 40 minutes per run, so the grace really passes while a fault lasts.
+"""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from ragsync.sync import Syncer
+from ragsync.testing import DevSite
+from tests.support import Clock, example_pages, make_config, sentences, sitemap_source
+
+PAGES = ["/guide/page-0", "/guide/page-1", "/guide/page-2", "/guide/page-3"]
+
+
+@pytest.fixture
+def world(tmp_path, embedder):
+    site = DevSite(example_pages(4))
+    site.start()
+    clock = Clock()
+    made: list[Syncer] = []
+
+    def build(source: dict | None = None, **tables) -> Syncer:
+        source = source or sitemap_source(site)
+        config = make_config(tmp_path / f"s{len(made)}", [source], **tables)
+        made.append(Syncer(config, embedder=embedder, clock=clock))
+        return made[-1]
+
+    yield site, clock, build
+    for syncer in made:
+        syncer.close()
+    site.stop()
+
+
+def points_by_url(syncer: Syncer) -> dict[str, set[str]]:
+    try:
+        found: dict[str, set[str]] = {}
+        for pid, payload, _ in syncer.store.points():
+            found.setdefault(payload["metadata"]["url"], set()).add(pid)
+        return found
+    finally:
+        syncer.store.close()
+
+
+def runs_through_the_grace(syncer: Syncer, clock: Clock, site: DevSite, before: dict) -> None:
+    """Four runs, 40 minutes apart (2 h 40 min): after each, every page still answering
+    200 keeps exactly its points."""
+    for _ in range(4):
+        clock.advance(minutes=40)
+        syncer.run()
+        now = points_by_url(syncer)
+        for path in PAGES:
+            url = site.base_url + path
+            assert now.get(url) == before[url], f"{path} lost its points at {clock.now}"
+
+
+def back_to_exact(syncer: Syncer, clock: Clock, before: dict, embedder) -> None:
+    """Once the fault ends: the index is what it was, nothing was re-embedded."""
+    embedder.texts.clear()
+    for _ in range(2):
+        clock.advance(minutes=40)
+        syncer.run()
+    assert points_by_url(syncer) == before
+    assert embedder.texts == []
+    assert syncer.verify().clean
+    statuses = {d["status"] for d in syncer.state.documents.list()}
+    assert statuses == {"active"}
+
+
+def sitemap_503(site: DevSite) -> None:
+    site.fault = lambda path, headers: (
+        (503, {"Content-Type": "text/plain"}, b"busy") if path.startswith("/sitemap") else None
+    )
+
+
+def failing_child(site: DevSite) -> None:
+    site.fault = lambda path, headers: (
+        (500, {}, b"oops") if path.startswith("/sitemap-2.xml.gz") else None
+    )
+
+
+def truncated_sitemap(site: DevSite) -> None:
+    full = site.sitemap(sorted(site.listed()))
+    cut = full[: full.index(b"page-2")]  # page-0 and page-1 complete, then the cut
+    site.fault = lambda path, headers: (
+        (200, {"Content-Type": "application/xml"}, cut) if path == "/sitemap.xml" else None
+    )
+
+
+def invalid_gzip_child(site: DevSite) -> None:
+    bad = gzip.compress(b"<urlset>")[:-6] + b"garbage"
+    site.fault = lambda path, headers: (
+        (200, {"Content-Type": "application/gzip"}, bad) if path == "/sitemap-1.xml.gz" else None
+    )
+
+
+@pytest.mark.parametrize(
+    ("fault", "index"),
+    [
+        (sitemap_503, False),
+        (failing_child, True),
+        (truncated_sitemap, False),
+        (invalid_gzip_child, True),
+    ],
+    ids=["sitemap 503", "failing child", "truncated sitemap", "invalid gzip child"],
+)
+def test_a_failed_listing_deletes_nothing_for_hours_and_heals_without_embedding(
+    world, embedder, fault, index
+):
+    site, clock, build = world
+    site.sitemap_index = index
+    syncer = build()
+    syncer.run()
+    before = points_by_url(syncer)
+    assert len(before) == 4
+    fault(site)
+    runs_through_the_grace(syncer, clock, site, before)
+    result = syncer.run()
+    assert result.counters.listings_incomplete == 1 and not result.ok
+    assert result.counters.tombstones_created == 0
+    listing = syncer.status(count_points=False)["sources"]["docs"]["listing"]
+    assert listing["complete"] is False and listing["reasons"] == result.sources["docs"].incomplete
+    site.fault = None
+    back_to_exact(syncer, clock, before, embedder)
+    assert syncer.status(count_points=False)["sources"]["docs"]["listing"]["complete"] is True
+
+
+def test_a_temporary_redirect_window_changes_nothing_and_never_reaches_its_target(world, embedder):
+    site, clock, build = world
+    syncer = build()
+    syncer.run()
+    before = points_by_url(syncer)
+    seen = len(site.hits)
+    maintenance = f"<html><body><h1>Down for maintenance</h1><p>{sentences('upkeep')}</p>"
+
+    def fault(path, headers):
+        if path == "/maintenance":
+            return 200, {"Content-Type": "text/html"}, maintenance.encode()
+        if path.startswith("/guide/"):
+            return 302, {"Location": site.base_url + "/maintenance"}, b""
+        return None
+
+    site.fault = fault
+    runs_through_the_grace(syncer, clock, site, before)
+    paths = [hit.path for hit in site.hits[seen:]]
+    assert paths.count("/guide/page-0") >= 2  # asked again (retried), run after run
+    assert "/maintenance" not in paths  # a temporary target is never fetched
+    assert syncer.state.aliases.targets("docs") == {}
+    attempts = {a["url"]: a for a in syncer.state.attempts.list("docs")}
+    attempt = attempts[site.base_url + "/guide/page-0"]
+    assert attempt["state"] == "retrying" and "temporary redirect" in attempt["last_error"]
+    site.fault = None
+    clock.advance(hours=1)  # the retry comes due
+    back_to_exact(syncer, clock, before, embedder)
+    assert syncer.state.attempts.list("docs") == []
+
+
+def test_transient_404s_never_delete_and_a_real_disappearance_still_does(world, embedder):
+    site, clock, build = world
+    syncer = build()
+    syncer.run()
+    before = points_by_url(syncer)
+    gone = site.base_url + "/guide/page-1"
+    body = site.pages["/guide/page-1"]
+    site.remove_page("/guide/page-1")
+    clock.advance(minutes=40)
+    syncer.run()  # one 404: suspected, content kept
+    assert points_by_url(syncer)[gone] == before[gone]
+    site.pages["/guide/page-1"] = body
+    back_to_exact(syncer, clock, before, embedder)
+
+    site.remove_page("/guide/page-1", status=410)  # gone for good, from a complete listing
+    for _ in range(3):
+        clock.advance(minutes=40)
+        syncer.run()
+    document = syncer.state.documents.get(f"docs:{gone}")
+    assert document["status"] == "tombstoned" and document["tombstone_reason"] == "HTTP 410"
+    assert gone not in points_by_url(syncer)
+
+
+def test_a_permanent_redirect_moves_the_record_only_once_confirmed(world, embedder):
+    site, clock, build = world
+    syncer = build()
+    syncer.run()
+    before = points_by_url(syncer)
+    old, new = site.base_url + "/guide/page-1", site.base_url + "/guide/renamed"
+    page = site.pages["/guide/page-1"]
+    site.set_page("/guide/renamed", page.title, page.body)
+    site.redirect("/guide/page-1", "/guide/renamed")  # 301; the sitemap lists the new URL
+    embedder.texts.clear()
+
+    clock.advance(minutes=40)
+    result = syncer.run()  # first observation: both indexed, the old one keeps its points
+    assert result.counters.moves_suspected == 1 and result.counters.records_moved == 0
+    urls = points_by_url(syncer)
+    assert urls[old] == before[old] and len(urls[new]) == len(before[old])
+    assert syncer.state.documents.get(f"docs:{old}")["status"] == "suspected_missing"
+
+    clock.advance(minutes=40)
+    syncer.run()  # 2nd observation, 40 min after the first: not yet the grace
+    assert points_by_url(syncer)[old] == before[old]
+
+    clock.advance(minutes=40)
+    result = syncer.run()  # 3rd, 80 min after the first: confirmed, the record moves
+    assert result.counters.records_moved == 1
+    urls = points_by_url(syncer)
+    assert old not in urls and len(urls[new]) == len(before[old])
+    assert syncer.state.aliases.targets("docs") == {f"docs:{old}": f"docs:{new}"}
+    assert embedder.texts == []  # the same texts: vectors from the cache all along
+    assert syncer.verify().clean
+    created = [c for c in syncer.state.runs.list_changes() if c["url"] == new]
+    assert [c["change_type"] for c in created] == ["created"]
+
+
+def test_an_alias_is_reverified_and_a_url_serving_its_own_page_again_comes_back(world, embedder):
+    site, clock, build = world
+    syncer = build(
+        sitemap_source(site, missing_confirmations=1, missing_grace="0s", max_interval="6h")
+    )
+    syncer.run()
+    before = points_by_url(syncer)
+    old = site.base_url + "/guide/page-2"
+    page = site.pages["/guide/page-2"]
+    site.set_page("/guide/elsewhere", "Elsewhere", f"<p>{sentences('relocation', 4)}</p>")
+    site.redirect("/guide/page-2", "/guide/elsewhere")
+    site.listed = lambda: ["/guide/page-0", "/guide/page-1", "/guide/page-2", "/guide/page-3"]
+    clock.advance(hours=1)
+    syncer.run()
+    assert old not in points_by_url(syncer)
+    assert f"docs:{old}" in syncer.state.aliases.targets("docs")
+
+    site.pages["/guide/page-2"] = page  # the site serves the old URL's own page again
+    seen = len(site.hits)
+    clock.advance(hours=1)
+    syncer.run()  # the alias is not due: the old URL is not requested
+    assert "/guide/page-2" not in [hit.path for hit in site.hits[seen:]]
+    embedder.texts.clear()
+    clock.advance(hours=6)
+    result = syncer.run()  # due for re-verification: requested, and restored from the cache
+    assert points_by_url(syncer)[old] == before[old]
+    assert embedder.texts == []
+    assert syncer.state.documents.get(f"docs:{old}")["status"] == "active"
+    assert f"docs:{old}" not in syncer.state.aliases.targets("docs")
+    assert result.counters.documents_updated >= 1
+
+
+def test_an_unreadable_urls_file_prunes_nothing(world, embedder, tmp_path):
+    site, clock, build = world
+    listing = tmp_path / "urls.txt"
+    listing.write_text("\n".join(site.base_url + p for p in PAGES) + "\n")
+    syncer = build({"id": "docs", "kind": "urls", "urls_file": str(listing)})
+    syncer.run()
+    before = points_by_url(syncer)
+    listing.unlink()
+    runs_through_the_grace(syncer, clock, site, before)
+    listing.write_text("\n".join(site.base_url + p for p in PAGES) + "\n")
+    back_to_exact(syncer, clock, before, embedder)
+
+
+def test_a_listing_over_max_urls_is_cut_and_proves_nothing(world, embedder):
+    site, clock, build = world
+    syncer = build(sitemap_source(site, max_urls=2))
+    syncer.run()
+    result = syncer.run()
+    assert result.counters.listings_incomplete == 1
+    assert "max_urls=2" in " ".join(result.sources["docs"].incomplete)
+    # The pages past the cap, known or not, are never counted as gone.
+    for _ in range(3):
+        clock.advance(minutes=40)
+        assert syncer.run().counters.tombstones_created == 0
+
+
+def test_a_page_whose_content_is_only_its_title_is_indexed_by_its_title(world, embedder):
+    site, clock, build = world
+    site.set_page(
+        "/guide/newsletter",
+        "Monthly newsletter archive",
+        '<h1>Monthly newsletter archive</h1><iframe src="https://example.org/embed"></iframe>',
+    )
+    syncer = build()
+    result = syncer.run()
+    assert result.ok, result.to_dict()
+    url = site.base_url + "/guide/newsletter"
+    chunks = syncer.state.index.get_chunks(f"docs:{url}")
+    assert [c.text for c in chunks] == ["Monthly newsletter archive"]
+    hits = syncer.search("monthly newsletter archive", k=3)
+    assert hits[0].url == url

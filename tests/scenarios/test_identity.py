@@ -1,0 +1,191 @@
+"""Stable identity end to end: redirects move records, tracking variants and rel=canonical
+never create a second record (issue #3).
+
+The moves here are confirmed by one observation (``missing_confirmations = 1``, no grace);
+tests/scenarios/test_absence.py shows the default rule holding a move back until it is confirmed."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragsync.testing import DevSite
+from tests.support import example_pages, sitemap_source
+
+
+def points_by_url(syncer):
+    try:
+        urls: dict[str, int] = {}
+        for _, payload, _ in syncer.store.points():
+            url = payload["metadata"]["url"]
+            urls[url] = urls.get(url, 0) + 1
+        return urls
+    finally:
+        syncer.store.close()
+
+
+MOVE_AT_ONCE = {"missing_confirmations": 1, "missing_grace": "0s"}
+
+
+def test_a_renamed_page_moves_its_record_and_points_without_reembedding(make_syncer, embedder):
+    site = DevSite(example_pages(3))
+    site.start()
+    try:
+        syncer = make_syncer(site, **MOVE_AT_ONCE)
+        syncer.run()
+        old_url, new_url = site.base_url + "/guide/page-1", site.base_url + "/guide/renamed"
+        count = points_by_url(syncer)[old_url]
+        title, body = site.pages["/guide/page-1"].title, site.pages["/guide/page-1"].body
+        site.set_page("/guide/renamed", title, body)
+        site.redirect("/guide/page-1", "/guide/renamed")
+        embedder.texts.clear()
+
+        result = syncer.run()
+
+        assert embedder.texts == []  # same text, new record: vectors from the cache
+        urls = points_by_url(syncer)
+        assert old_url not in urls and urls[new_url] == count
+        assert result.counters.records_moved == 1
+        old = syncer.state.documents.get(f"docs:{old_url}")
+        assert old["status"] == "tombstoned" and old["tombstone_reason"] == f"moved to {new_url}"
+        assert syncer.state.aliases.targets("docs") == {f"docs:{old_url}": f"docs:{new_url}"}
+        assert syncer.verify().clean
+    finally:
+        site.stop()
+
+
+def test_a_sitemap_still_listing_the_old_url_follows_the_alias(make_syncer, embedder):
+    site = DevSite(example_pages(2))
+    site.start()
+    try:
+        syncer = make_syncer(site, **MOVE_AT_ONCE)
+        syncer.run()
+        page = site.pages["/guide/page-0"]
+        site.set_page("/guide/moved", page.title, page.body)
+        site.redirect("/guide/page-0", "/guide/moved")
+        site.listed = lambda: ["/guide/page-0", "/guide/page-1", "/private/secret"]  # stale
+        embedder.texts.clear()
+        syncer.run()
+        urls = points_by_url(syncer)
+        assert site.base_url + "/guide/page-0" not in urls
+        assert urls[site.base_url + "/guide/moved"] == 4 and embedder.texts == []
+
+        seen = len(site.hits)
+        again = syncer.run()  # the alias sends the request straight to the new URL
+        paths = [h.path for h in site.hits[seen:]]
+        assert "/guide/page-0" not in paths and "/guide/moved" in paths
+        assert again.counters.responses_304 == 2
+    finally:
+        site.stop()
+
+
+def test_tracking_variants_and_rel_canonical_never_create_a_second_record(make_syncer):
+    pages = example_pages(2)
+    title, body = pages["/guide/page-0"]
+    pages["/print/page-0"] = (title, f'<link rel="canonical" href="/guide/page-0">{body}')
+    site = DevSite(pages)
+    site.start()
+    try:
+        site.listed = lambda: [
+            "/guide/page-0",
+            "/guide/page-0?utm_source=news&utm_medium=mail",
+            "/guide/page-0?fbclid=abc#section",
+            "/guide/page-1",
+            "/print/page-0",
+        ]
+        syncer = make_syncer(site)
+        result = syncer.run()
+        assert result.counters.candidates_discovered == 3
+        keys = {d["doc_key"] for d in syncer.state.documents.list() if d["status"] == "active"}
+        assert keys == {f"docs:{site.base_url}/guide/page-0", f"docs:{site.base_url}/guide/page-1"}
+        urls = points_by_url(syncer)
+        assert set(urls) == {site.base_url + "/guide/page-0", site.base_url + "/guide/page-1"}
+    finally:
+        site.stop()
+
+
+def test_changed_lastmod_is_checked_first_but_every_page_is_revalidated(tmp_path, embedder):
+    from ragsync.sync import Syncer
+    from tests.support import make_config
+
+    site = DevSite(example_pages(6))
+    site.start()
+    try:
+        # One request at a time, so the order the site sees is the order of the work.
+        config = make_config(
+            tmp_path,
+            [sitemap_source(site)],
+            fetch={"concurrency": 1, "per_host_concurrency": 1},
+        )
+        syncer = Syncer(config, embedder=embedder)
+        syncer.run()
+        # page-0's lastmod moves, yet stays older than the other pages' lastmods: only the
+        # "changed first" rule (not "newest first") puts it at the head of the work.
+        site.pages["/guide/page-0"].modified += 1.0  # sitemap lastmod has 1 s resolution
+        assert max(p.modified for p in site.pages.values()) > site.pages["/guide/page-0"].modified
+        seen = len(site.hits)
+        result = syncer.run()
+        pages = [h.path for h in site.hits[seen:] if h.path.startswith("/guide/")]
+        assert pages[0] == "/guide/page-0"  # its sitemap lastmod moved: checked first
+        assert len(pages) == 6  # … and every other page was revalidated too
+        assert result.counters.responses_304 == 6
+    finally:
+        site.stop()
+
+
+@pytest.mark.parametrize("new_path", ["/guide/page-1-guide", "/guide/a-renamed"])
+def test_a_rename_with_immediate_deletion_keeps_the_new_record_active(
+    make_syncer, embedder, new_path
+):
+    """The old URL leaves the sitemap and redirects: that is a move, not missing evidence
+    against the target (one observation tombstoned the renamed page with this policy)."""
+    site = DevSite(example_pages(3))
+    site.start()
+    try:
+        syncer = make_syncer(site, missing_confirmations=1, missing_grace="0s")
+        syncer.run()
+        old_url, new_url = site.base_url + "/guide/page-1", site.base_url + new_path
+        count = points_by_url(syncer)[old_url]
+        page = site.pages["/guide/page-1"]
+        site.redirect("/guide/page-1", new_path)
+        site.set_page(new_path, page.title, page.body)
+        embedder.texts.clear()
+
+        result = syncer.run()
+
+        urls = points_by_url(syncer)
+        assert old_url not in urls and urls[new_url] == count and embedder.texts == []
+        assert result.counters.tombstones_created == 1  # the old record only
+        assert syncer.state.documents.get(f"docs:{new_url}")["status"] == "active"
+        assert syncer.verify().clean
+    finally:
+        site.stop()
+
+
+def test_a_redirect_stub_declaring_rel_canonical_never_stands_in_for_its_target(make_syncer):
+    """mdBook's redirect stubs: "Redirecting to…" plus rel=canonical. The target's own page is
+    the content, with its own validators, so a later check of the target is not answered
+    304 against the stub's Last-Modified (the trial on the Cargo Book indexed the stub's text
+    under the real page)."""
+    pages = example_pages(1)
+    pages["/guide/old-name"] = (
+        "Redirecting...",
+        '<link rel="canonical" href="/guide/page-0"><p>Redirecting to... page-0.</p>',
+    )
+    site = DevSite(pages)
+    site.start()
+    try:
+        site.listed = lambda: ["/guide/old-name"]
+        syncer = make_syncer(site)
+        syncer.run()
+        target = f"docs:{site.base_url}/guide/page-0"
+        texts = " ".join(chunk.text for chunk in syncer.state.index.get_chunks(target))
+        assert "Redirecting" not in texts and "retention" in texts
+        assert syncer.state.aliases.targets("docs") == {
+            f"docs:{site.base_url}/guide/old-name": target
+        }
+        site.listed = lambda: ["/guide/old-name", "/guide/page-0"]
+        result = syncer.run(revalidate_all=True)
+        assert result.counters.responses_304 == 1  # the target's own validators
+        assert " ".join(c.text for c in syncer.state.index.get_chunks(target)) == texts
+    finally:
+        site.stop()
