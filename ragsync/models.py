@@ -204,8 +204,9 @@ class StoredChunk:
 
 
 @dataclass(frozen=True)
-class ChunkPlan:
-    """What one document's new chunk list means for the vector store (see :mod:`ragsync.plan`)."""
+class ChunkDiff:
+    """What one document's new chunk list means for the vector store
+    (see :mod:`ragsync.chunkdiff`)."""
 
     add: tuple[StoredChunk, ...]
     remove: tuple[StoredChunk, ...]

@@ -3,6 +3,7 @@ network request. Only texts absent from the embedding cache are embedded."""
 
 from __future__ import annotations
 
+from ragsync.chunkdiff import diff_chunks
 from ragsync.config import SourceConfig
 from ragsync.errors import ExtractError
 from ragsync.models import Candidate, DocumentStatus, Extracted, Response, SourceOutcome, SyncResult
@@ -13,7 +14,6 @@ from ragsync.pipeline.journal import apply_journal
 from ragsync.pipeline.outcomes import Changed, Document, Page, stored_content
 from ragsync.pipeline.runs import finish_run, start_run
 from ragsync.pipeline.source import WINDOW_PAGES
-from ragsync.plan import plan_chunks
 
 
 def reindex(
@@ -66,14 +66,14 @@ def reindexed(engine: Engine, document: Document) -> Changed | None:
     if extracted is None:
         extracted = stored_content(document)
     chunks = engine.chunker.chunk(extracted.markdown)
-    _, plan = plan_chunks(
+    _, diff = diff_chunks(
         document["doc_key"],
         engine.state.index.get_chunks(document["doc_key"]),
         chunks,
         model_id=engine.model_id,
         now="",
     )
-    if not plan.changed and extracted.content_hash == document["content_hash"]:
+    if not diff.changed and extracted.content_hash == document["content_hash"]:
         return None
     candidate = Candidate(url=document["canonical_url"], lastmod=document["lastmod_hint"])
     page = Page(document["doc_key"], document["canonical_url"], candidate, document)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ragsync.chunkdiff import chunk_payload
 from ragsync.models import Counters
 from ragsync.pipeline.context import Engine
 from ragsync.pipeline.journal import apply_journal
-from ragsync.plan import chunk_payload
 from ragsync.state import journal_op
 from ragsync.verify import VerifyReport, compare
 

@@ -7,8 +7,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from ragsync.chunkdiff import diff_chunks
 from ragsync.config import SourceConfig
-from ragsync.models import ChunkPlan, Counters, SourceOutcome, StoredChunk
+from ragsync.models import ChunkDiff, Counters, SourceOutcome, StoredChunk
 from ragsync.pipeline.context import Engine
 from ragsync.pipeline.failures import record_failure
 from ragsync.pipeline.journal import apply_journal
@@ -33,16 +34,15 @@ from ragsync.pipeline.records import (
     validators,
 )
 from ragsync.pipeline.vectors import embed_missing
-from ragsync.plan import plan_chunks
 
 log = logging.getLogger("ragsync")
 
-ChunkPlans = dict[str, tuple[list[StoredChunk], ChunkPlan]]
+ChunkDiffs = dict[str, tuple[list[StoredChunk], ChunkDiff]]
 
 
-def chunk_plans(engine: Engine, changed: Sequence[Changed], now: str) -> ChunkPlans:
-    """``{doc key: (stored chunks, plan)}``: each changed page's chunks against its stored ones."""
-    plans: ChunkPlans = {}
+def chunk_diffs(engine: Engine, changed: Sequence[Changed], now: str) -> ChunkDiffs:
+    """``{doc key: (stored chunks, diff)}``: each changed page's chunks against its stored ones."""
+    diffs: ChunkDiffs = {}
     for outcome in changed:
         page, extracted = outcome.page, outcome.extracted
         assert extracted is not None
@@ -50,7 +50,7 @@ def chunk_plans(engine: Engine, changed: Sequence[Changed], now: str) -> ChunkPl
         payload_moved = document is not None and (
             document["title"] != extracted.title or document["canonical_url"] != page.url
         )
-        plans[page.doc_key] = plan_chunks(
+        diffs[page.doc_key] = diff_chunks(
             page.doc_key,
             engine.state.index.get_chunks(page.doc_key) if document else [],
             list(outcome.chunks),
@@ -58,7 +58,7 @@ def chunk_plans(engine: Engine, changed: Sequence[Changed], now: str) -> ChunkPl
             now=now,
             document_payload_changed=payload_moved,
         )
-    return plans
+    return diffs
 
 
 def commit_outcomes(
@@ -73,16 +73,16 @@ def commit_outcomes(
     moment = engine.clock()
     now = engine.now()
     resolved = resolve_moves(engine, source, outcomes, moment.timestamp())
-    plans = chunk_plans(engine, [o for o in resolved if isinstance(o, Changed)], now)
+    diffs = chunk_diffs(engine, [o for o in resolved if isinstance(o, Changed)], now)
     embed_missing(
-        engine, {c.chunk_hash: c.text for _, plan in plans.values() for c in plan.add}, counters
+        engine, {c.chunk_hash: c.text for _, diff in diffs.values() for c in diff.add}, counters
     )
     checked: list[tuple[str, str, dict[str, Any]]] = []
     for item in resolved:
         item.count(counters)
         if isinstance(item, Skipped):
             continue
-        commit_one(engine, source, item, plans, checked, now=now, run_id=run_id, outcome=outcome)
+        commit_one(engine, source, item, diffs, checked, now=now, run_id=run_id, outcome=outcome)
         if moved_from(item) is not None:
             retire_moved(engine, source, item, now=now, run_id=run_id, counters=counters)
     engine.state.documents.mark_checked(checked)  # one transaction for every page found unchanged
@@ -95,7 +95,7 @@ def commit_one(
     engine: Engine,
     source: SourceConfig,
     item: Outcome,
-    plans: ChunkPlans,
+    diffs: ChunkDiffs,
     checked: list[tuple[str, str, dict[str, Any]]],
     *,
     now: str,
@@ -117,7 +117,7 @@ def commit_one(
                 engine,
                 source,
                 item,
-                plans[page.doc_key],
+                diffs[page.doc_key],
                 now=now,
                 run_id=run_id,
                 counters=counters,
@@ -138,7 +138,7 @@ def commit_one(
         checked.append((page.doc_key, now, fields))
     elif isinstance(item, Changed):
         commit_changed(
-            engine, source, item, plans[page.doc_key], now=now, run_id=run_id, counters=counters
+            engine, source, item, diffs[page.doc_key], now=now, run_id=run_id, counters=counters
         )
     elif isinstance(item, Failed):
         record_failure(engine, source, item, now=now, outcome=outcome)

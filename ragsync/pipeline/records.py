@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from ragsync.chunkdiff import chunk_payload, magnitude, markdown_diff
 from ragsync.clock import epoch, iso
 from ragsync.config import SourceConfig
 from ragsync.events import outbox_rows
-from ragsync.models import AttemptState, ChunkPlan, Counters, DocumentStatus, StoredChunk
+from ragsync.models import AttemptState, ChunkDiff, Counters, DocumentStatus, StoredChunk
 from ragsync.pipeline.context import Engine
 from ragsync.pipeline.outcomes import Changed, Document, Outcome, Page
-from ragsync.plan import chunk_payload, magnitude, markdown_diff
 from ragsync.policy import missing_step
 from ragsync.schedule import next_interval
 from ragsync.state import journal_op
@@ -69,7 +69,7 @@ def commit_changed(
     engine: Engine,
     source: SourceConfig,
     outcome: Changed,
-    chunk_plan: tuple[list[StoredChunk], ChunkPlan],
+    chunk_diff: tuple[list[StoredChunk], ChunkDiff],
     *,
     now: str,
     run_id: str,
@@ -81,7 +81,7 @@ def commit_changed(
     page, extracted, response = outcome.page, outcome.extracted, outcome.exchange.response
     before = page.document
     assert extracted is not None
-    stored, plan = chunk_plan
+    stored, diff = chunk_diff
     document = {
         "doc_key": page.doc_key,
         "source_id": source.id,
@@ -108,8 +108,8 @@ def commit_changed(
     }
     model_id = engine.model_id
     base: dict[str, Any] = {"run_id": run_id, "doc_key": page.doc_key, "created_at": now}
-    ops = [journal_op("delete", chunk.point_id, **base) for chunk in plan.remove]
-    for chunk in plan.add:
+    ops = [journal_op("delete", chunk.point_id, **base) for chunk in diff.remove]
+    for chunk in diff.add:
         payload = chunk_payload(chunk, document=document, model_id=model_id)
         ops.append(
             journal_op(
@@ -121,7 +121,7 @@ def commit_changed(
                 **base,
             )
         )
-    for chunk in plan.repayload:
+    for chunk in diff.repayload:
         payload = chunk_payload(chunk, document=document, model_id=model_id)
         ops.append(journal_op("set_payload", chunk.point_id, payload=payload, **base))
     if before is None:
@@ -139,10 +139,10 @@ def commit_changed(
         "old_hash": before["content_hash"] if before else None,
         "new_hash": extracted.content_hash,
         "diff": markdown_diff(before and before["markdown"] or "", extracted.markdown, page.url),
-        "chunks_added": len(plan.add),
-        "chunks_removed": len(plan.remove),
-        "chunks_kept": len(plan.keep),
-        "magnitude": magnitude(plan),
+        "chunks_added": len(diff.add),
+        "chunks_removed": len(diff.remove),
+        "chunks_kept": len(diff.keep),
+        "magnitude": magnitude(diff),
         "at": now,
     }
     events = outbox_rows(change, engine.config.events, now)

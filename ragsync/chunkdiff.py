@@ -1,6 +1,6 @@
 """Pure decisions: what a document's new chunk list means for the vector store.
 
-No I/O here. Point ids are deterministic (:func:`ragsync.state.point_id`), so a chunk whose text
+No I/O here. Point ids are deterministic (:func:`ragsync.identity.point_id`), so a chunk whose text
 did not change keeps its id and is never rewritten; only added chunks are upserted, only removed
 chunks are deleted, and kept chunks whose payload moved (index, headings, title) get a payload
 update without a new vector.
@@ -14,12 +14,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragsync.identity import point_id
-from ragsync.models import Chunk, ChunkPlan, StoredChunk
+from ragsync.models import Chunk, ChunkDiff, StoredChunk
 
 DIFF_LIMIT = 20_000
 
 
-def plan_chunks(
+def diff_chunks(
     doc_key: str,
     old: Sequence[StoredChunk],
     new: Sequence[Chunk],
@@ -27,14 +27,14 @@ def plan_chunks(
     model_id: str,
     now: str,
     document_payload_changed: bool = False,
-) -> tuple[list[StoredChunk], ChunkPlan]:
-    """The document's new stored chunks and the plan that turns ``old`` into them.
+) -> tuple[list[StoredChunk], ChunkDiff]:
+    """The document's new stored chunks and the diff that turns ``old`` into them.
 
     Example::
 
-        stored, plan = plan_chunks("docs:https://x/a", old, chunks, model_id=m, now=t)
-        [c.point_id for c in plan.add]      # upsert these (embedding absent texts first)
-        [c.point_id for c in plan.remove]   # delete these
+        stored, diff = diff_chunks("docs:https://x/a", old, chunks, model_id=m, now=t)
+        [c.point_id for c in diff.add]      # upsert these (embedding absent texts first)
+        [c.point_id for c in diff.remove]   # delete these
     """
     previous = {c.point_id: c for c in old}
     seen: Counter[str] = Counter()
@@ -67,7 +67,7 @@ def plan_chunks(
             repayload.append(item)
     current = {c.point_id for c in stored}
     remove = [c for c in old if c.point_id not in current]
-    return stored, ChunkPlan(tuple(add), tuple(remove), tuple(keep), tuple(repayload))
+    return stored, ChunkDiff(tuple(add), tuple(remove), tuple(keep), tuple(repayload))
 
 
 def chunk_payload(chunk: StoredChunk, *, document: Mapping[str, Any], model_id: str) -> dict:
@@ -88,10 +88,10 @@ def chunk_payload(chunk: StoredChunk, *, document: Mapping[str, Any], model_id: 
     }
 
 
-def magnitude(plan: ChunkPlan) -> float:
+def magnitude(diff: ChunkDiff) -> float:
     """Share of the document's chunks that changed: (added + removed) / all involved."""
-    total = len(plan.add) + len(plan.remove) + len(plan.keep)
-    return round((len(plan.add) + len(plan.remove)) / total, 4) if total else 0.0
+    total = len(diff.add) + len(diff.remove) + len(diff.keep)
+    return round((len(diff.add) + len(diff.remove)) / total, 4) if total else 0.0
 
 
 def markdown_diff(old: str, new: str, name: str, limit: int = DIFF_LIMIT) -> str:
