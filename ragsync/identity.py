@@ -22,6 +22,16 @@ def record_key(source_id: str, url: str, strip_params: Iterable[str] = ()) -> st
     return f"{source_id}:{canonical_url(url, strip_params)}"
 
 
+def canonical_record_key(source_id: str, canonical: str) -> str:
+    """The record key of a URL already in canonical form (as every URL past the listing is):
+    :func:`record_key` without canonicalising again.
+
+        >>> canonical_record_key("docs", "https://example.org/a")
+        'docs:https://example.org/a'
+    """
+    return f"{source_id}:{canonical}"
+
+
 def point_id(doc_key: str, chunk_hash: str, model_id: str, occurrence: int = 0) -> str:
     """Deterministic vector point id: uuid5 over (record key, chunk hash, model id).
 

@@ -20,14 +20,14 @@ def reindex(
     engine: Engine, sources: list[SourceConfig], *, owner: str, same_collection: bool
 ) -> SyncResult:
     """Reindex ``sources`` (the caller holds the run lock); see :meth:`Syncer.reindex`."""
-    result = start_run(engine, tag="reindex-", owner=owner)
-    if same_collection:
+    if same_collection:  # the new model's vectors replace the old ones in this collection
         engine.state.index.put_collection(
             engine.config.store.collection,
             engine.model_id,
             engine.embedder.dimension,
-            result.started_at,
+            engine.now(),
         )
+    result = start_run(engine, owner=owner, kind="reindex")
     try:
         result.counters.journal_replayed = apply_journal(engine, result.counters)
         for source in sources:

@@ -167,7 +167,7 @@ class Worker:
         )
         fetcher = PoliteFetcher(plain, gate, default_pause=config.fetch.retry_base)
         dispatcher = engine.dispatcher()  # before any work: a bad secret fails fast
-        run = Pass(engine, fetcher, start_run(engine, tag="w-", owner=self.id), dispatcher)
+        run = Pass(engine, fetcher, start_run(engine, owner=self.id, kind="worker"), dispatcher)
         beating = threading.Event()
         heart = threading.Thread(target=self._heartbeat, args=(beating,), daemon=True)
         heart.start()

@@ -9,6 +9,7 @@ no module reaches into another module's private names.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -149,6 +150,25 @@ def test_the_checks_see_what_they_forbid(tmp_path, monkeypatch):
     stage.write_text("from ragsync.sync import Syncer\n\ndef f(s: Syncer):\n    return s._run()\n")
     assert "ragsync.sync" in imports(stage)
     assert private_access(stage) == ["ragsync/pipeline/stage.py:4: ._run"]
+
+
+def readme_sections() -> set[str]:
+    """The README's headings and the bold names of its bullets ("- **Journal.** …")."""
+    text = (ROOT / "README.md").read_text()
+    headings = re.findall(r"^#+ (.+?)\s*$", text, flags=re.M)
+    bullets = re.findall(r"^(?:- )?\*\*([^*]+?)\.?\*\*", text, flags=re.M)
+    return {name.split(" (")[0].strip() for name in [*headings, *bullets]}
+
+
+def test_comments_cite_readme_sections_that_exist():
+    sections = readme_sections()
+    missing = []
+    for folder in ("ragsync", "connectors"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for cited in re.findall(r'README,?\s+"([^"]+)"', path.read_text()):
+                if " ".join(cited.split()) not in sections:
+                    missing.append(f"{path.relative_to(ROOT)}: README {cited!r}")
+    assert not missing, "citations of README sections that do not exist:\n" + "\n".join(missing)
 
 
 @pytest.mark.parametrize("name", sorted(engine_modules()))

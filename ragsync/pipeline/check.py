@@ -7,6 +7,7 @@ HTML is extracted in worker processes (README "Extraction"), never on the fetch 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 
@@ -83,6 +84,12 @@ def check_record(engine: Engine, page: Page) -> Outcome:
     return Changed(page, extracted=extracted, chunks=tuple(engine.chunker.chunk(markdown)))
 
 
+def internal_error(page: Page, exchange: Exchange, exc: Exception) -> Failed:
+    """One page's bad input (or a bug) ends that page, never the run."""
+    log.debug("%s: unexpected error", page.url, exc_info=True)
+    return Failed(page, exchange, reason=f"internal error: {type(exc).__name__}: {exc}")
+
+
 class PageChecker:
     """Checks the pages of one source during one pass (thread-safe).
 
@@ -136,16 +143,13 @@ class PageChecker:
             return self.fetch(page, exchange, etag=etag, last_modified=last_modified)
         except HostPaused as paused:
             return Skipped(page, exchange, why="deferred", reason=str(paused))
-        except Exception as exc:  # one page's bad input ends that page, never the run
-            log.debug("%s: unexpected error", page.url, exc_info=True)
-            reason = f"internal error: {type(exc).__name__}: {exc}"
-            return Failed(page, exchange, reason=reason)
+        except Exception as exc:
+            return internal_error(page, exchange, exc)
 
     def fetch(
         self, page: Page, exchange: Exchange, *, etag: str | None, last_modified: str | None
     ) -> Outcome:
-        """Fetch (conditionally), classify, resolve the page's identity, then hash, extract
-        and chunk."""
+        """Fetch (conditionally), then judge the response."""
         try:
             # A temporary redirect is not followed: the page keeps its content and is retried
             # (README "Deletion safety"); permanent ones are followed and recorded.
@@ -154,7 +158,19 @@ class PageChecker:
             )
         except FetchError as exc:
             return Failed(page, exchange, reason=exc.reason, transient=exc.transient)
-        exchange = Exchange(exchange.requested, exchange.conditional, response)
+        exchange = dataclasses.replace(exchange, response=response)
+        try:
+            return self.judge(page, exchange)
+        except HostPaused:
+            raise
+        except Exception as exc:  # recorded with the status that answered
+            return internal_error(page, exchange, exc)
+
+    def judge(self, page: Page, exchange: Exchange) -> Outcome:
+        """What the response says of the page: missing, a temporary redirect, moved, not
+        modified, a failure, or content to read."""
+        response = exchange.response
+        assert response is not None
         pause_until = None
         if self.fetcher.pause_for(response.status, response.headers) is not None:
             pause_until = self.fetcher.gate.paused_until(host_of(response.url))
@@ -184,12 +200,13 @@ class PageChecker:
                     target = own
                 else:
                     response, target = answer, canonical_url(answer.url, self.source.strip_params)
-                    exchange = Exchange(exchange.requested, exchange.conditional, response)
+                    exchange = dataclasses.replace(exchange, response=response)
             if target != page.url:
                 moved_to = target  # resolved against the target record by the moves stage
         if verdict == "not_modified":
             if page.document is None:
-                return Failed(page, exchange, reason="HTTP 304 to an unconditional request")
+                reason = "HTTP 304 to an unconditional request"
+                return Failed(page, exchange, moved_to=moved_to, reason=reason)
             return NotModified(page, exchange, moved_to=moved_to)
         if verdict != "content":
             transient = verdict in ("retry", "rate_limited")
@@ -218,7 +235,7 @@ class PageChecker:
             extracted = extract(self.engine, response)
         except ExtractError as exc:
             reason = f"parse failure: {exc.reason}"
-            return Failed(page, exchange, reason=reason, verdict="parse_failure")
+            return Failed(page, exchange, moved_to=moved_to, reason=reason, verdict="parse_failure")
         if known and known["content_hash"] == extracted.content_hash:
             return Unchanged(page, exchange, raw_hash=digest)
         chunks = tuple(self.engine.chunker.chunk(extracted.markdown))

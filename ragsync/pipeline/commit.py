@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragsync.chunkdiff import diff_chunks
+from ragsync.clock import iso
 from ragsync.config import SourceConfig
 from ragsync.models import ChunkDiff, Counters, SourceOutcome, StoredChunk
 from ragsync.pipeline.context import Engine
@@ -24,7 +25,6 @@ from ragsync.pipeline.outcomes import (
     Outcome,
     Skipped,
     Unchanged,
-    moved_from,
 )
 from ragsync.pipeline.records import (
     commit_changed,
@@ -65,13 +65,14 @@ def commit_outcomes(
     engine: Engine,
     source: SourceConfig,
     outcomes: Sequence[Outcome],
-    outcome: SourceOutcome,
+    report: SourceOutcome,
     run_id: str,
 ) -> list[Outcome]:
-    """Commit a window of outcomes and apply the journal; returns them with moves resolved."""
-    counters = outcome.counters
+    """Commit a window of outcomes and apply the journal; returns them with moves resolved.
+    ``report`` is the source's part of the run report (counters, errors)."""
+    counters = report.counters
     moment = engine.clock()
-    now = engine.now()
+    now = iso(moment)
     resolved = resolve_moves(engine, source, outcomes, moment.timestamp())
     diffs = chunk_diffs(engine, [o for o in resolved if isinstance(o, Changed)], now)
     embed_missing(
@@ -82,8 +83,8 @@ def commit_outcomes(
         item.count(counters)
         if isinstance(item, Skipped):
             continue
-        commit_one(engine, source, item, diffs, checked, now=now, run_id=run_id, outcome=outcome)
-        if moved_from(item) is not None:
+        commit_one(engine, source, item, diffs, checked, now=now, run_id=run_id, report=report)
+        if item.moved_from is not None:
             retire_moved(engine, source, item, now=now, run_id=run_id, counters=counters)
     engine.state.documents.mark_checked(checked)  # one transaction for every page found unchanged
     log.debug("committed %d pages; applying the journal", len(resolved))
@@ -100,16 +101,16 @@ def commit_one(
     *,
     now: str,
     run_id: str,
-    outcome: SourceOutcome,
+    report: SourceOutcome,
 ) -> None:
     """Write one outcome (an unchanged page is added to ``checked``, written with the rest)."""
-    counters: Counters = outcome.counters
+    counters: Counters = report.counters
     page = item.page
     if isinstance(item, Deleted):
         record_deleted(engine, source, item, now=now, run_id=run_id, counters=counters)
     elif (
         page.prunable
-        and moved_from(item) is None  # an unlisted URL that redirects has moved
+        and item.moved_from is None  # an unlisted URL that redirects has moved
         and isinstance(item, NotModified | Unchanged | Changed)
     ):
         if isinstance(item, Changed):  # served and edited: fresh until it is pruned
@@ -141,4 +142,4 @@ def commit_one(
             engine, source, item, diffs[page.doc_key], now=now, run_id=run_id, counters=counters
         )
     elif isinstance(item, Failed):
-        record_failure(engine, source, item, now=now, outcome=outcome)
+        record_failure(engine, source, item, now=now, report=report)

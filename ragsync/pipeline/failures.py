@@ -19,10 +19,10 @@ log = logging.getLogger("ragsync")
 
 
 def record_failure(
-    engine: Engine, source: SourceConfig, failed: Failed, *, now: str, outcome: SourceOutcome
+    engine: Engine, source: SourceConfig, failed: Failed, *, now: str, report: SourceOutcome
 ) -> None:
     """Record one more failed attempt at a page, with the state its failure leads to."""
-    page, fetch, counters = failed.page, engine.config.fetch, outcome.counters
+    page, fetch, counters = failed.page, engine.config.fetch, report.counters
     previous = engine.state.attempts.get(page.doc_key)
     step = failure_step(
         failed.verdict,
@@ -50,6 +50,6 @@ def record_failure(
         next_retry_at=iso(step.retry_at) if step.retry_at else None,
         body=response.body if step.keep_body and response else None,
     )
-    outcome.ok = False
-    outcome.errors.append(f"{page.url}: {failed.reason} ({step.state})")
+    report.ok = False
+    report.errors.append(f"{page.url}: {failed.reason} ({step.state})")
     log.warning("%s: %s (%s)", page.url, failed.reason, step.state)

@@ -14,7 +14,7 @@ from datetime import timedelta
 from ragsync.clock import iso
 from ragsync.config import SourceConfig
 from ragsync.discovery import DiscoveryContext
-from ragsync.identity import api_record_key, record_key
+from ragsync.identity import api_record_key, canonical_record_key
 from ragsync.models import Candidate, Checkpoint, DocumentStatus
 from ragsync.pipeline.context import Engine
 from ragsync.urls import canonical_url, in_scope
@@ -136,7 +136,7 @@ class SourceListing:
                 continue
             if not in_scope(url, source.include, source.exclude):
                 continue
-            key = record_key(source.id, url)
+            key = canonical_record_key(source.id, url)
             if key in aliases:
                 target, verified_at = aliases[key]
                 if verified_at > stale:
@@ -151,13 +151,12 @@ class SourceListing:
             unique[key] = Candidate(url=url, lastmod=candidate.lastmod, priority=candidate.priority)
         if reverify:  # requested in this pass: confirmed again, or restored
             state.aliases.mark_verified(reverify, self.engine.now())
-        info = self.info
 
         # Work order: new pages and pages whose lastmod moved first (lastmod is a hint for
         # ordering only: every listed page is revalidated all the same), then newest lastmod.
         def order(item: Listed) -> tuple[float, bool, str]:
             key, candidate = item
-            moved = key not in info or (candidate.lastmod or "") > (info[key][1] or "")
+            moved = key not in self.info or (candidate.lastmod or "") > (self.info[key][1] or "")
             return candidate.priority, moved, candidate.lastmod or ""
 
         return sorted(unique.items(), key=order, reverse=True)

@@ -18,7 +18,7 @@ from typing import cast
 
 from ragsync.clock import epoch, iso
 from ragsync.config import SourceConfig
-from ragsync.identity import record_key
+from ragsync.identity import canonical_record_key
 from ragsync.models import Counters, DocumentStatus
 from ragsync.pipeline.context import Engine
 from ragsync.pipeline.outcomes import (
@@ -30,7 +30,6 @@ from ragsync.pipeline.outcomes import (
     Origin,
     Outcome,
     Unchanged,
-    moved_from,
     stored_content,
 )
 from ragsync.pipeline.records import tombstone, with_evidence
@@ -44,7 +43,7 @@ def resolve_moves(
 ) -> list[Outcome]:
     """The outcomes with every move resolved: unconfirmed moves become ``Moving``, confirmed
     ones are re-keyed to their target record (``Changed``, ``Unchanged`` or ``MovedOnly``)."""
-    taken = {o.page.doc_key for o in outcomes if not getattr(o, "moved_to", None)}
+    taken = {o.page.doc_key for o in outcomes if not o.moved_to}
     resolved: list[Outcome] = []
     for outcome in outcomes:
         if isinstance(outcome, Changed | NotModified) and outcome.moved_to:
@@ -63,7 +62,7 @@ def _resolve(
     page, exchange, moved_to = outcome.page, outcome.exchange, outcome.moved_to
     assert moved_to is not None
     old = page.document
-    target_key = record_key(source.id, moved_to)
+    target_key = canonical_record_key(source.id, moved_to)
     if old is not None and old["status"] != DocumentStatus.TOMBSTONED:
         count, since, confirmed = missing_step(
             old["missing_count"] or 0,
@@ -138,7 +137,7 @@ def retire_moved(
     counters: Counters,
 ) -> None:
     """Tombstone the record a page moved away from and remember it as an alias."""
-    old = moved_from(outcome)
+    old = outcome.moved_from
     assert old is not None
     page = outcome.page
     alias = {

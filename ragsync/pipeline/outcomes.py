@@ -66,10 +66,22 @@ NO_REQUEST = Exchange()
 
 @dataclass(frozen=True)
 class Outcome:
-    """Base of the outcomes; ``counter`` is the response counter the outcome adds to."""
+    """Base of the outcomes.
+
+    Attributes:
+        page: the page checked (after a confirmed move: its target record's).
+        exchange: the request and response.
+        moved_to: the canonical URL the page redirects to permanently or declares as
+            ``rel=canonical``, when not its own (resolved by the moves stage).
+        moved_from: after a confirmed move, the record the page came from (retired after the
+            commit).
+        counter: the response counter the outcome adds to.
+    """
 
     page: Page
     exchange: Exchange = NO_REQUEST
+    moved_to: str | None = None
+    moved_from: Document | Origin | None = None
     counter: ClassVar[str | None] = None
 
     def count(self, counters: Counters) -> None:
@@ -90,15 +102,11 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Changed(Outcome):
-    """New or edited content, extracted and chunked; ``moved_to`` is the record it belongs to
-    when the URL redirects permanently or declares ``rel=canonical`` (resolved by the moves
-    stage), ``moved_from`` the record it came from once the move is confirmed."""
+    """New or edited content, extracted and chunked."""
 
     extracted: Extracted | None = None
     chunks: tuple[Chunk, ...] = ()
     raw_hash: str = ""
-    moved_to: str | None = None
-    moved_from: Document | Origin | None = None
     counter: ClassVar[str | None] = "responses_200_changed"
 
 
@@ -107,7 +115,6 @@ class Unchanged(Outcome):
     """A 200 whose body (raw hash) or extracted content equals the stored one."""
 
     raw_hash: str = ""
-    moved_from: Document | Origin | None = None
     counter: ClassVar[str | None] = "responses_200_unchanged"
 
 
@@ -115,8 +122,6 @@ class Unchanged(Outcome):
 class NotModified(Outcome):
     """A 304 to a conditional request."""
 
-    moved_to: str | None = None
-    moved_from: Document | Origin | None = None
     counter: ClassVar[str | None] = "responses_304"
 
 
@@ -157,19 +162,16 @@ class Skipped(Outcome):
 
 @dataclass(frozen=True)
 class Moving(Outcome):
-    """A permanent move not yet confirmed: evidence only, the record keeps its content.
-    ``step`` is the missing-page rule's ``(observations, since)``."""
+    """A permanent move to ``moved_to`` not yet confirmed: evidence only, the record keeps its
+    content. ``step`` is the missing-page rule's ``(observations, since)``."""
 
-    moved_to: str = ""
     step: tuple[int, float] = field(default=(0, 0.0))
 
 
 @dataclass(frozen=True)
 class MovedOnly(Outcome):
     """A confirmed move whose target's content is handled elsewhere (by its own page in the
-    batch, or by the worker holding it): only the old record is retired."""
-
-    moved_from: Document | Origin | None = None
+    batch, or by the worker holding it): only the old record (``moved_from``) is retired."""
 
 
 def stored_content(document: Document) -> Extracted:
@@ -180,8 +182,3 @@ def stored_content(document: Document) -> Extracted:
         document["content_hash"] or "",
         document["extractor"] or "",
     )
-
-
-def moved_from(outcome: Outcome) -> Document | Origin | None:
-    """The record a page moved away from, if the moves stage re-keyed it."""
-    return getattr(outcome, "moved_from", None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
+from typing import Literal
 
 from ragsync.clock import iso
 from ragsync.config import SourceConfig
@@ -20,13 +21,20 @@ from ragsync.schedule import next_source_run
 EVENTS_DEADLINE = 15.0  # seconds a pass spends delivering due events before it ends
 
 
-def start_run(engine: Engine, *, tag: str = "", owner: str) -> SyncResult:
-    """A new run report, recorded as running under the run-lock holder ``owner`` (``tag``
-    marks a worker's runs, ``reindex-`` a reindex)."""
+def start_run(
+    engine: Engine, *, owner: str, kind: Literal["run", "worker", "reindex"] = "run"
+) -> SyncResult:
+    """A new run report, recorded as running under the run-lock holder ``owner``. Its id
+    sorts by start time: ``20261130T020304-1a2b3c4d`` (a worker's ``…-w1a2b3c4d``, a
+    reindex's ``reindex-20261130T020304-1a2b3c``)."""
     started = engine.clock()
-    result = SyncResult(
-        run_id=f"{tag}{started:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}", started_at=iso(started)
-    )
+    stamp, token = f"{started:%Y%m%dT%H%M%S}", uuid.uuid4().hex
+    run_id = {
+        "run": f"{stamp}-{token[:8]}",
+        "worker": f"{stamp}-w{token[:8]}",
+        "reindex": f"reindex-{stamp}-{token[:6]}",
+    }[kind]
+    result = SyncResult(run_id=run_id, started_at=iso(started))
     engine.state.runs.add(result.run_id, result.started_at, owner=owner)
     return result
 

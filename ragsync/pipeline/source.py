@@ -21,13 +21,13 @@ from pathlib import Path
 
 from ragsync.config import SourceConfig
 from ragsync.discovery import DiscoveryContext
-from ragsync.identity import record_key
+from ragsync.identity import canonical_record_key
 from ragsync.models import Candidate, SourceOutcome, work_item
 from ragsync.pipeline.check import PageChecker
 from ragsync.pipeline.commit import commit_outcomes
 from ragsync.pipeline.context import Pass
 from ragsync.pipeline.listing import SourceListing, WorkItem, guarded
-from ragsync.pipeline.outcomes import Moving, Page, moved_from
+from ragsync.pipeline.outcomes import Moving, Page
 from ragsync.registry import source_class
 
 log = logging.getLogger("ragsync")
@@ -64,13 +64,11 @@ class SourceSync:
         self.prunable = source.prune_unlisted and self.listing_kind == "complete"
         self.checker = PageChecker(engine, source, run.fetcher, self.discovery)
         self.window = max(WINDOW_PAGES, engine.config.fetch.concurrency * 2)
-        self.pages: SourceListing | None = None
 
-    def _listing(self, *, due_info: bool = True) -> SourceListing:
+    def _listed(self, *, due_info: bool = True) -> SourceListing:
         # Read once per source: when each known page is due and the lastmod it was checked at.
         info = self.engine.state.documents.due_hints(self.source.id) if due_info else {}
-        self.pages = SourceListing(self.engine, self.source, self.discovery, info)
-        return self.pages
+        return SourceListing(self.engine, self.source, self.discovery, info)
 
     # -- the kinds of work ----------------------------------------------------------------
 
@@ -78,12 +76,13 @@ class SourceSync:
         """Read the source's listing and check its due pages (with ``queue``, put them on the
         shared work queue instead), then the known pages a complete listing left out."""
         source, counters = self.source, self.outcome.counters
-        pages = self._listing()
+        listed = self._listed()
         found = guarded(self.connector.discover(self.discovery), self.discovery, source)
         with self._pool() as pool:
-            for listed, checkpoint in pages.batches(found):
-                counters.candidates_discovered += len(listed)
-                self.check(pool, [(key, cand, False) for key, cand in listed], queue=queue)
+            for batch, checkpoint in listed.batches(found):
+                counters.candidates_discovered += len(batch)
+                work = [(key, cand, False) for key, cand in batch]
+                self.check(pool, listed, work, queue=queue)
                 if checkpoint is not None:  # only now: everything it covers is committed
                     self.engine.state.discovery.put_checkpoint(
                         source.id, checkpoint.value, self.engine.now()
@@ -97,30 +96,31 @@ class SourceSync:
             # incomplete one, the pages it did not list are checked on their own schedule, as
             # any page, and keep their state (README "Deletion safety").
             complete = not self.outcome.incomplete
-            unlisted = [(key, cand, complete) for key, cand in pages.unlisted()]
-            self.check(pool, unlisted, queue=queue)
+            unlisted = [(key, cand, complete) for key, cand in listed.unlisted()]
+            self.check(pool, listed, unlisted, queue=queue)
         return self.outcome
 
     def known(self, due: Sequence[tuple[str, str]]) -> SourceOutcome:
         """Check known pages ``(doc key, URL)`` whose own revisit (or retry) time came."""
-        self._listing()
+        listed = self._listed()
         with self._pool() as pool:
-            self.check(pool, [(key, Candidate(url=url), False) for key, url in due])
+            self.check(pool, listed, [(key, Candidate(url=url), False) for key, url in due])
         return self.outcome
 
     def targets(self, urls: Sequence[str]) -> SourceOutcome:
         """Check these URLs (targeted re-sync), as the listing would have proposed them."""
-        pages = self._listing()
+        listed = self._listed()
         found = [Candidate(url=url) for url in urls]
+        work = [(key, cand, False) for key, cand in listed.candidates(found)]
         with self._pool() as pool:
-            self.check(pool, [(key, cand, False) for key, cand in pages.candidates(found)])
+            self.check(pool, listed, work)
         return self.outcome
 
     def claimed(self, items: Sequence[WorkItem]) -> SourceOutcome:
         """Check pages claimed from the work queue (already found due), without discovery."""
-        self._listing(due_info=False)
+        listed = self._listed(due_info=False)
         with self._pool() as pool:
-            self.check(pool, list(items), due_already=True)
+            self.check(pool, listed, list(items), due_already=True)
         return self.outcome
 
     # -- checking -------------------------------------------------------------------------
@@ -131,18 +131,18 @@ class SourceSync:
     def check(
         self,
         pool: ThreadPoolExecutor,
+        listed: SourceListing,
         work: list[WorkItem],
         *,
         due_already: bool = False,
         queue: bool = False,
     ) -> None:
         """Check (or, with ``queue``, put on the work queue) the due ones of ``work``, a window
-        at a time: fetched in ``pool``, then committed."""
+        at a time: fetched in ``pool``, then committed. ``listed`` is the listing the work
+        came from: what it has seen grows by the pages found moved."""
         engine, source, counters = self.engine, self.source, self.outcome.counters
-        pages = self.pages
-        assert pages is not None
         if not self.revalidate_all and not due_already:
-            work, held_back, not_due = pages.due(work)
+            work, held_back, not_due = listed.due(work)
             counters.held_back += held_back
             counters.not_due += not_due
         if queue:
@@ -178,8 +178,8 @@ class SourceSync:
             for item in resolved:
                 if item.page.unlisted:
                     continue
-                if moved_from(item) is not None:
-                    pages.seen.add(item.page.doc_key)
-                elif isinstance(item, Moving):
-                    pages.seen.add(record_key(source.id, item.moved_to))
+                if item.moved_from is not None:
+                    listed.seen.add(item.page.doc_key)
+                elif isinstance(item, Moving) and item.moved_to:
+                    listed.seen.add(canonical_record_key(source.id, item.moved_to))
             engine.progress.pages(source.id, start + len(batch), len(work))

@@ -1,5 +1,5 @@
 """The ``journal`` table: vector-store operations committed, not yet applied (README
-"Crash safety"). Each is idempotent, so replaying what is left after a crash is always safe."""
+"Journal"). Each is idempotent, so replaying what is left after a crash is always safe."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The ``outbox`` table: change events for webhook endpoints, written in the transaction of
-the change they announce (README "Events") and delivered in order per document."""
+the change they announce (README "Change log and events") and delivered in order per document."""
 
 from __future__ import annotations
 

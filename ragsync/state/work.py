@@ -1,5 +1,5 @@
 """The work queue (``work``): pages due for a check, claimed by workers with a lease; a claim
-whose lease runs out (a killed worker) comes back to the queue (README "Workers")."""
+whose lease runs out (a killed worker) comes back to the queue (README "Scaling out")."""
 
 from __future__ import annotations
 

@@ -1,0 +1,63 @@
+"""Each outcome adds to the counters the run report promises, and to no other."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragsync.models import Candidate, Counters
+from ragsync.pipeline.outcomes import (
+    NO_REQUEST,
+    Changed,
+    Deleted,
+    Exchange,
+    Failed,
+    Missing,
+    MovedOnly,
+    Moving,
+    NotModified,
+    Outcome,
+    Page,
+    Skipped,
+    Unchanged,
+)
+
+PAGE = Page("docs:https://a.example/x", "https://a.example/x", Candidate("https://a.example/x"))
+ASKED = Exchange(requested=True, conditional=True)
+
+
+def counted(outcome: Outcome) -> dict[str, int]:
+    counters = Counters()
+    outcome.count(counters)
+    return {name: value for name, value in counters.as_dict().items() if value}
+
+
+@pytest.mark.parametrize(
+    ("outcome", "expected"),
+    [
+        (Changed(PAGE, ASKED), {"responses_200_changed": 1}),
+        (Unchanged(PAGE, ASKED), {"responses_200_unchanged": 1}),
+        (NotModified(PAGE, ASKED), {"responses_304": 1}),
+        (Missing(PAGE, ASKED), {"responses_404": 1}),
+        (Failed(PAGE, ASKED), {}),
+        (Moving(PAGE, ASKED), {}),
+        (MovedOnly(PAGE, ASKED), {}),
+        (Skipped(PAGE, ASKED, why="deferred"), {"deferred": 1}),
+    ],
+)
+def test_a_request_counts_once_and_its_answer_by_kind(outcome, expected):
+    assert counted(outcome) == {"requests_sent": 1, "conditional_requests_sent": 1, **expected}
+
+
+@pytest.mark.parametrize(
+    ("outcome", "expected"),
+    [
+        # API records carry their content and reindexed pages are not fetched: no response
+        (Changed(PAGE, NO_REQUEST), {}),
+        (Unchanged(PAGE, NO_REQUEST), {}),
+        (Deleted(PAGE), {}),
+        (Skipped(PAGE, why="disallowed"), {"robots_disallowed": 1}),
+        (Failed(PAGE, reason="robots.txt unreachable", transient=True), {}),
+    ],
+)
+def test_no_request_no_response_counter(outcome, expected):
+    assert counted(outcome) == expected
