@@ -49,14 +49,14 @@ class SourceSync:
         engine = run.engine
         self.run, self.engine, self.source = run, engine, source
         self.revalidate_all = revalidate_all
-        self.outcome = SourceOutcome()
+        self.report = SourceOutcome()
         self.connector = source_class(source.kind)(source.options)
         self.discovery = DiscoveryContext(
             run.fetcher,
             engine.state,
             source.id,
             Path(engine.config.base_dir),
-            self.outcome,
+            self.report,
             engine.now,
         )
         # What a page missing from the listing means (see ragsync.protocols.Source.listing).
@@ -75,7 +75,7 @@ class SourceSync:
     def listing(self, *, queue: bool = False) -> SourceOutcome:
         """Read the source's listing and check its due pages (with ``queue``, put them on the
         shared work queue instead), then the known pages a complete listing left out."""
-        source, counters = self.source, self.outcome.counters
+        source, counters = self.source, self.report.counters
         listed = self._listed()
         found = guarded(self.connector.discover(self.discovery), self.discovery, source)
         with self._pool() as pool:
@@ -87,25 +87,25 @@ class SourceSync:
                     self.engine.state.discovery.put_checkpoint(
                         source.id, checkpoint.value, self.engine.now()
                     )
-            self.outcome.incomplete = list(self.discovery.incomplete_reasons)
-            if self.outcome.incomplete:
+            self.report.incomplete = list(self.discovery.incomplete_reasons)
+            if self.report.incomplete:
                 counters.listings_incomplete += 1
             if self.listing_kind == "changes":
-                return self.outcome
+                return self.report
             # Only a complete listing is evidence that a page it left out is gone. After an
             # incomplete one, the pages it did not list are checked on their own schedule, as
             # any page, and keep their state (README "Deletion safety").
-            complete = not self.outcome.incomplete
+            complete = not self.report.incomplete
             unlisted = [(key, cand, complete) for key, cand in listed.unlisted()]
             self.check(pool, listed, unlisted, queue=queue)
-        return self.outcome
+        return self.report
 
     def known(self, due: Sequence[tuple[str, str]]) -> SourceOutcome:
         """Check known pages ``(doc key, URL)`` whose own revisit (or retry) time came."""
         listed = self._listed()
         with self._pool() as pool:
             self.check(pool, listed, [(key, Candidate(url=url), False) for key, url in due])
-        return self.outcome
+        return self.report
 
     def targets(self, urls: Sequence[str]) -> SourceOutcome:
         """Check these URLs (targeted re-sync), as the listing would have proposed them."""
@@ -114,14 +114,14 @@ class SourceSync:
         work = [(key, cand, False) for key, cand in listed.candidates(found)]
         with self._pool() as pool:
             self.check(pool, listed, work)
-        return self.outcome
+        return self.report
 
     def claimed(self, items: Sequence[WorkItem]) -> SourceOutcome:
         """Check pages claimed from the work queue (already found due), without discovery."""
         listed = self._listed(due_info=False)
         with self._pool() as pool:
             self.check(pool, listed, list(items), due_already=True)
-        return self.outcome
+        return self.report
 
     # -- checking -------------------------------------------------------------------------
 
@@ -140,7 +140,7 @@ class SourceSync:
         """Check (or, with ``queue``, put on the work queue) the due ones of ``work``, a window
         at a time: fetched in ``pool``, then committed. ``listed`` is the listing the work
         came from: what it has seen grows by the pages found moved."""
-        engine, source, counters = self.engine, self.source, self.outcome.counters
+        engine, source, counters = self.engine, self.source, self.report.counters
         if not self.revalidate_all and not due_already:
             work, held_back, not_due = listed.due(work)
             counters.held_back += held_back
@@ -172,7 +172,7 @@ class SourceSync:
                 # At least: a longer pause another worker set meanwhile stands.
                 engine.state.hosts.pause_at_least(host, until, reason, engine.now())
             resolved = commit_outcomes(
-                engine, source, checked, self.outcome, self.run.result.run_id
+                engine, source, checked, self.report, self.run.result.run_id
             )
             # A listed URL that moved lists its target: not to be verified as unlisted.
             for item in resolved:
