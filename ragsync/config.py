@@ -191,6 +191,10 @@ class SourceConfig:
     missing_grace: float = duration("1h")
     prune_unlisted: bool = True
     max_urls: int = 1_000_000  # URLs read from one listing; more: a warning, listing incomplete
+    # Hosts (globs, e.g. "*.example.org") beyond those of the source's own URLs it may fetch.
+    allowed_hosts: tuple[str, ...] = ()
+    # Fetch from loopback, link-local and private addresses (README "Security").
+    allow_private_networks: bool = False
     options: Any = None  # the connector's own frozen dataclass (e.g. the sitemap url)
 
 
