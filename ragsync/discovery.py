@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ragsync.errors import FetchError
+from ragsync.fetch import HopScope
 from ragsync.models import Response, SourceOutcome
 from ragsync.politeness import HostPaused, PoliteFetcher
 from ragsync.state import StateDB
@@ -38,6 +39,8 @@ class DiscoveryContext:
         base_dir: the config file's folder (for ``urls_file`` and the like).
         outcome: the source's part of the run report (counters, warnings).
         now: returns the current time as an ISO string.
+        scope: where the source's requests may go (every discovery request and its redirect
+            hops are checked against it; README "Security").
     """
 
     def __init__(
@@ -48,20 +51,22 @@ class DiscoveryContext:
         base_dir: Path,
         outcome: SourceOutcome,
         now: Callable[[], str],
+        scope: HopScope | None = None,
     ):
         self._fetcher = fetcher
         self.state = state
         self.source_id = source_id
         self.base_dir = base_dir
-        self._outcome = outcome
+        self.outcome = outcome
         self.now = now
+        self.scope = scope
         self._incomplete: list[str] = []
 
     def get(self, url: str) -> Response:
         """GET a discovery document. Raises ``FetchError`` (a paused host is transient)."""
-        self._outcome.counters.requests_sent += 1
+        self.outcome.counters.requests_sent += 1
         try:
-            return self._fetcher.get(url)
+            return self._fetcher.get(url, scope=self.scope)
         except HostPaused as paused:
             raise FetchError(url, str(paused), transient=True) from paused
 
@@ -92,15 +97,17 @@ class DiscoveryContext:
         cached = self.state.discovery.get_entry(url)
         etag = cached["etag"] if cached else None
         last_modified = cached["last_modified"] if cached else None
-        self._outcome.counters.requests_sent += 1
+        self.outcome.counters.requests_sent += 1
         if etag or last_modified:
-            self._outcome.counters.conditional_requests_sent += 1
+            self.outcome.counters.conditional_requests_sent += 1
         try:
-            response = self._fetcher.get(url, etag=etag, last_modified=last_modified)
+            response = self._fetcher.get(
+                url, etag=etag, last_modified=last_modified, scope=self.scope
+            )
         except HostPaused as paused:
             raise FetchError(url, str(paused), transient=True) from paused
         if response.status == 304 and cached:
-            self._outcome.counters.discovery_not_modified += 1
+            self.outcome.counters.discovery_not_modified += 1
             return json.loads(cached["parsed"])  # type: ignore[no-any-return]
         if response.status != 200:
             raise FetchError.for_status(url, response.status)
@@ -110,7 +117,7 @@ class DiscoveryContext:
             raise
         except Exception as exc:
             raise ValueError(f"unparseable ({type(exc).__name__}: {exc})") from exc
-        self._outcome.counters.discovery_parsed += 1
+        self.outcome.counters.discovery_parsed += 1
         self.state.discovery.put_entry(
             {
                 "url": url,
@@ -166,8 +173,8 @@ class DiscoveryContext:
         """Record a problem of discovery in the run report (the source is then not ok) that
         leaves the listing complete (a listed line that is not a URL, say)."""
         log.warning(message)
-        self._outcome.ok = False
-        self._outcome.errors.append(message)
+        self.outcome.ok = False
+        self.outcome.errors.append(message)
 
     def incomplete(self, reason: str) -> None:
         """Record that the listing misses what it should have listed (a document that could not

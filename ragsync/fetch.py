@@ -14,8 +14,9 @@ that. With an injected transport (tests pass ``httpx.MockTransport``) only the g
 pieces are checked.
 
 Redirects (RFC 9110 §15.4) are followed here, not inside httpx, so that every hop can pass the
-caller's politeness gate for its own host (``gate``) and the caller learns what kind of
-redirect it met (``Response.redirects``, and ``follow_temporary=False``).
+caller's politeness gate for its own host (``gate``) and the caller's scope (``scope``: the
+source's hosts, robots.txt, internal addresses; README "Security"), and the caller learns what
+kind of redirect it met (``Response.redirects``, and ``follow_temporary=False``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ import httpx
 from ragsync.config import FetchConfig
 from ragsync.errors import FetchError
 from ragsync.models import REDIRECT_STATUSES, TEMPORARY_REDIRECTS, Response
-from ragsync.transport import DeadlineTransport, deadline, time_left
+from ragsync.transport import (
+    DeadlineTransport,
+    InternalAddressRefused,
+    deadline,
+    internal_addresses,
+    time_left,
+)
 
 
 class HopGate(Protocol):
@@ -46,6 +53,27 @@ class HopGate(Protocol):
         """Called, within :meth:`admit`, as soon as the hop's status and headers are in, before
         its body is read (a ``Retry-After`` should pause the host from then on)."""
         ...
+
+
+class HopScope(Protocol):
+    """Where a request may go (:class:`ragsync.scope.Scope` is one)."""
+
+    def refuse(self, url: str) -> str | None:
+        """Why ``url`` may not be requested, or None."""
+        ...
+
+    def private_ok(self, url: str) -> bool:
+        """Whether a request to ``url`` may connect to an internal address."""
+        ...
+
+
+class OutOfScope(FetchError):
+    """A URL of the request (the first, or a redirect hop) lies outside the caller's scope:
+    nothing was sent to it."""
+
+    def __init__(self, url: str, target: str, reason: str):
+        self.target = target
+        super().__init__(url, reason, transient=False)
 
 
 class _Ungated:
@@ -142,6 +170,7 @@ class Fetcher:
         last_modified: str | None = None,
         follow_temporary: bool = True,
         gate: HopGate | None = None,
+        scope: HopScope | None = None,
     ) -> Response:
         """GET ``url``, conditionally when validators are given, following redirects.
 
@@ -152,6 +181,8 @@ class Fetcher:
                 itself (``status`` 302…, ``url`` the URL that answered it, ``location`` its
                 target). 301 and 308 are always followed.
             gate: what every hop passes (see :class:`HopGate`); default: nothing.
+            scope: where every hop may go; a hop it refuses is not requested, and a hop to an
+                internal address it does not allow is not connected. Default: anywhere.
 
         Returns:
             The final response; ``redirects`` lists the hops followed as
@@ -160,6 +191,7 @@ class Fetcher:
         Raises:
             FetchError: no usable response (see the module docstring); a timeout names
                 ``fetch.timeout``.
+            OutOfScope: a hop lies outside ``scope`` (a :class:`FetchError`).
         """
         headers: dict[bytes, bytes] = {}
         # A stored validator that cannot be a field value (CR, LF, NUL) is not sent: the
@@ -173,7 +205,11 @@ class Fetcher:
         target = url
         budget = self.config.timeout  # network time of all hops; waits at the gate are not in it
         while True:
-            with gate.admit(target):
+            refusal = scope.refuse(target) if scope is not None else None
+            if refusal is not None:
+                raise OutOfScope(url, target, refusal)
+            guard = internal_addresses(allowed=scope.private_ok(target)) if scope else nullcontext()
+            with gate.admit(target), guard:
                 started = time.monotonic()
                 with deadline(budget):
                     arrived = partial(gate.headers_arrived, target)
@@ -250,6 +286,8 @@ class Fetcher:
             raise FetchError(url, f"undecodable body: {exc}{where}", transient=False) from exc
         except httpx.TransportError as exc:
             raise FetchError(url, f"network error: {exc}{where}", transient=True) from exc
+        except InternalAddressRefused as exc:
+            raise FetchError(url, f"{exc}{where}", transient=False) from exc
         except (httpx.InvalidURL, UnicodeError) as exc:  # idna refuses a host, for one
             raise FetchError(url, f"invalid URL: {exc}{where}", transient=False) from exc
 

@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ragsync.clock import iso
-from ragsync.fetch import Fetcher
+from ragsync.fetch import Fetcher, HopScope
 from ragsync.models import Response
 from ragsync.policy import rate_limit_pause, retry_after_seconds
 from ragsync.urls import host_of
@@ -134,6 +134,7 @@ class PoliteFetcher:
         etag: str | None = None,
         last_modified: str | None = None,
         follow_temporary: bool = True,
+        scope: HopScope | None = None,
     ) -> Response:
         """GET through the gate: every hop of a redirect chain passes the gate of its own host
         (see :meth:`ragsync.fetch.Fetcher.get` for the arguments).
@@ -148,6 +149,7 @@ class PoliteFetcher:
             last_modified=last_modified,
             follow_temporary=follow_temporary,
             gate=self,
+            scope=scope,
         )
 
     def admit(self, url: str) -> AbstractContextManager[None]:

@@ -135,7 +135,7 @@ def create_app(config: Config, loop: ServeLoop | None = None) -> Starlette:
             return JSONResponse(
                 {"error": 'body must be JSON: {"urls": [...]} or {"ids": [...]}'}, 400
             )
-        outside = [url for url in urls if not owns(source, url)]
+        outside = [url for url in urls if not owns(source, url, base_dir=config.base_dir)]
         if outside:
             return JSONResponse({"error": "outside the source's scope", "urls": outside}, 422)
         queued = reader.state.targets.add(

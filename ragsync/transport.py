@@ -9,7 +9,10 @@ headers and the complete body) ends by the deadline.
 
 Sockets are opened in one place, :meth:`DeadlineBackend.connect_tcp`, which resolves the host
 itself (``socket.getaddrinfo``) and connects to each address in turn: the place to vet an address
-before connecting to it.
+before connecting to it. Within :func:`internal_addresses` ``(allowed=False)`` it refuses every
+loopback, link-local, private and unique-local address (:func:`ragsync.scope.internal_address`)
+— the resolved address, at connect time, so a name that resolves to a public address when
+checked and to an internal one when used (DNS rebinding) is still refused (README "Security").
 
 Not bounded: name resolution (the system resolver has its own timeouts), and anything done by a
 transport other than :class:`DeadlineTransport` (tests inject ``httpx.MockTransport``, which has
@@ -35,6 +38,8 @@ from typing import Any
 
 import httpcore
 import httpx
+
+from ragsync.scope import internal_address
 
 # Monotonic time by which the current thread's request must end (None: no deadline). A
 # ContextVar, not a field of the transport: each fetch thread runs one request at a time, while
@@ -146,6 +151,33 @@ class DeadlineStream(httpcore.NetworkStream):
         return None
 
 
+# Whether the current thread's request may connect to internal addresses (None: no guard, as
+# for callers outside a source's scope). A ContextVar for the same reason as the deadline.
+_INTERNAL_OK: ContextVar[bool | None] = ContextVar("ragsync_internal_ok", default=None)
+
+
+class InternalAddressRefused(Exception):
+    """The host resolved only to internal addresses, which the request may not reach."""
+
+    def __init__(self, host: str, address: str):
+        self.host, self.address = host, address
+        super().__init__(
+            f"refused: {host} resolves to {address}, an internal (loopback, link-local or "
+            "private) address; set allow_private_networks = true on the source to allow it"
+        )
+
+
+@contextmanager
+def internal_addresses(*, allowed: bool) -> Iterator[None]:
+    """Within the block, this thread's connections may (or may not) go to internal
+    addresses."""
+    token = _INTERNAL_OK.set(allowed)
+    try:
+        yield
+    finally:
+        _INTERNAL_OK.reset(token)
+
+
 class DeadlineBackend(httpcore.NetworkBackend):
     """httpcore's network backend: TCP connections whose operations respect the deadline."""
 
@@ -163,9 +195,15 @@ class DeadlineBackend(httpcore.NetworkBackend):
         Raises:
             httpcore.ConnectTimeout: the deadline passed (or every attempt timed out).
             httpcore.ConnectError: the name did not resolve, or no address accepted.
+            InternalAddressRefused: only internal addresses, and the request may reach none.
         """
         with _mapped(httpcore.ConnectTimeout, httpcore.ConnectError):
             addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        if _INTERNAL_OK.get() is False:
+            public = [a for a in addresses if not internal_address(str(a[4][0]))]
+            if not public:
+                raise InternalAddressRefused(host, str(addresses[0][4][0]))
+            addresses = public
         error: OSError | None = None
         for family, kind, proto, _, address in addresses:
             sock = socket.socket(family, kind, proto)

@@ -16,6 +16,7 @@ from ragsync.discovery import DiscoveryContext
 from ragsync.errors import ExtractError, FetchError
 from ragsync.extract import canonical_link, content_hash, line_title, normalize_markdown
 from ragsync.extractpool import shared_pool
+from ragsync.fetch import OutOfScope
 from ragsync.models import DocumentStatus, Extracted, Response, Verdict
 from ragsync.pipeline.context import Engine
 from ragsync.pipeline.outcomes import (
@@ -33,6 +34,7 @@ from ragsync.pipeline.outcomes import (
 from ragsync.policy import HTML_TYPES, classify, raw_hash
 from ragsync.politeness import HostPaused, PoliteFetcher
 from ragsync.robots import RobotsPolicy, decode_robots
+from ragsync.scope import Scope
 from ragsync.urls import canonical_url, host_of, in_scope
 
 log = logging.getLogger("ragsync")
@@ -98,6 +100,10 @@ class PageChecker:
         source: the source the pages belong to.
         fetcher: the pass's polite fetcher.
         discovery: the source's discovery context (robots.txt is read through its cache).
+        scope: the source's scope.
+
+    The checker is the scope of its page requests (a :class:`ragsync.fetch.HopScope`): every
+    hop must lie in the source's scope and be allowed by the robots.txt of its own host.
     """
 
     def __init__(
@@ -106,10 +112,12 @@ class PageChecker:
         source: SourceConfig,
         fetcher: PoliteFetcher,
         discovery: DiscoveryContext,
+        scope: Scope,
     ):
         self.engine = engine
         self.source = source
         self.fetcher = fetcher
+        self.scope = scope
         self.robots = RobotsPolicy(
             lambda url: discovery.get_parsed(url, decode_robots),
             engine.config.fetch.user_agent,
@@ -124,12 +132,26 @@ class PageChecker:
                 self.fetcher.gate.set_crawl_delay(host_of(url), self.robots.crawl_delay(url))
             return self.robots.allowed(url)
 
+    def refuse(self, url: str) -> str | None:
+        """Why a hop to ``url`` may not be requested (outside the scope, or disallowed by its
+        host's robots.txt), or None."""
+        refusal = self.scope.refuse(url)
+        if refusal is None and not self.allowed(url):
+            refusal = self.robots.unreachable(url) or f"disallowed by robots.txt: {url}"
+        return refusal
+
+    def private_ok(self, url: str) -> bool:
+        return self.scope.private_ok(url)
+
     def check(self, page: Page) -> Outcome:
         """Check one page; any failure is its outcome (runs on a fetch thread)."""
         exchange = Exchange()
         try:
             if page.candidate.content is not None or page.candidate.deleted:
                 return check_record(self.engine, page)  # API records carry their content
+            refusal = self.scope.refuse(page.url)
+            if refusal is not None:  # e.g. a known page of a host the source no longer has
+                return Missing(page, reason=refusal)
             if not self.allowed(page.url):
                 unreachable = self.robots.unreachable(page.url)
                 if unreachable:  # not a rule: the host could not be asked; retry later
@@ -154,8 +176,14 @@ class PageChecker:
             # A temporary redirect is not followed: the page keeps its content and is retried
             # (README "Deletion safety"); permanent ones are followed and recorded.
             response = self.fetcher.get(
-                page.url, etag=etag, last_modified=last_modified, follow_temporary=False
+                page.url,
+                etag=etag,
+                last_modified=last_modified,
+                follow_temporary=False,
+                scope=self,
             )
+        except OutOfScope as exc:
+            return self.refused_hop(page, exchange, exc)
         except FetchError as exc:
             return Failed(page, exchange, reason=exc.reason, transient=exc.transient)
         exchange = dataclasses.replace(exchange, response=response)
@@ -243,11 +271,23 @@ class PageChecker:
             page, exchange, extracted=extracted, chunks=chunks, raw_hash=digest, moved_to=moved_to
         )
 
+    def refused_hop(self, page: Page, exchange: Exchange, refused: OutOfScope) -> Outcome:
+        """A redirect to a URL that was not requested: out of the source (evidence the page
+        left it), disallowed by the target host's robots.txt, or that host's robots.txt could
+        not be read (retried)."""
+        target = refused.target
+        if self.scope.refuse(target) is not None:
+            return Missing(page, exchange, reason=f"redirects out of the source to {target}")
+        unreachable = self.robots.unreachable(target)
+        if unreachable:
+            return Failed(page, exchange, reason=unreachable, transient=True)
+        return Skipped(page, exchange, why="disallowed", reason=refused.reason)
+
     def canonical_target(self, declared: str) -> Response | None:
         """The response of the URL a page declares canonical, fetched as a redirect target
         would be; None when it does not serve content in the source's scope."""
         try:
-            target = self.fetcher.get(declared, follow_temporary=False)
+            target = self.fetcher.get(declared, follow_temporary=False, scope=self)
         except FetchError:
             return None
         verdict, _ = classify(target.status, target.content_type, target.body)

@@ -17,6 +17,7 @@ from ragsync.discovery import DiscoveryContext
 from ragsync.identity import api_record_key, canonical_record_key
 from ragsync.models import Candidate, Checkpoint, DocumentStatus
 from ragsync.pipeline.context import Engine
+from ragsync.scope import Scope
 from ragsync.urls import canonical_url, in_scope
 
 log = logging.getLogger("ragsync")
@@ -25,6 +26,7 @@ Listed = tuple[str, Candidate]
 """A listed page: ``(record key, candidate)``."""
 WorkItem = tuple[str, Candidate, bool]
 """A page to check: ``(record key, candidate, unlisted)``."""
+REFUSALS_NAMED = 20  # out-of-scope URLs named in the run report per listing; the rest counted
 DueInfo = dict[str, tuple[str | None, str | None]]
 """``{record key: (next_check_at, lastmod checked at)}`` of a source's known pages."""
 
@@ -83,15 +85,24 @@ class SourceListing:
         discovery: its discovery context (warnings, completeness).
         info: when each known page is due (empty for pages already found due: workers'
             claims).
+        scope: the source's scope: a listed URL outside it is a recorded skip, never a request
+            (a sitemap may only list URLs of its own host, unless the source allows more).
     """
 
     def __init__(
-        self, engine: Engine, source: SourceConfig, discovery: DiscoveryContext, info: DueInfo
+        self,
+        engine: Engine,
+        source: SourceConfig,
+        discovery: DiscoveryContext,
+        info: DueInfo,
+        *,
+        scope: Scope,
     ):
         self.engine = engine
         self.source = source
         self.discovery = discovery
         self.info = info
+        self.scope = scope
         # Pages that came up in this pass: never twice (pages committed during the run are
         # absent from ``info``).
         self.seen: set[str] = set()
@@ -136,6 +147,10 @@ class SourceListing:
                 continue
             if not in_scope(url, source.include, source.exclude):
                 continue
+            refusal = self.scope.refuse(url)
+            if refusal is not None:
+                self.refused(refusal)
+                continue
             key = canonical_record_key(source.id, url)
             if key in aliases:
                 target, verified_at = aliases[key]
@@ -160,6 +175,16 @@ class SourceListing:
             return candidate.priority, moved, candidate.lastmod or ""
 
         return sorted(unique.items(), key=order, reverse=True)
+
+    def refused(self, reason: str) -> None:
+        """Record a listed URL outside the scope: counted, and named in the run report (the
+        first few of each listing)."""
+        counters = self.discovery.outcome.counters
+        counters.out_of_scope += 1
+        if counters.out_of_scope <= REFUSALS_NAMED:
+            self.discovery.warn(f"not requested: {reason}")
+        elif counters.out_of_scope == REFUSALS_NAMED + 1:
+            self.discovery.warn("not requested: more listed URLs outside the source's hosts")
 
     def unlisted(self) -> list[Listed]:
         """Known pages the source no longer lists: verified by fetch, never dropped unseen."""

@@ -91,8 +91,10 @@ class Outcome:
         name = self.response_counter()
         if name is None:
             return
-        if not self.exchange.requested and isinstance(self, Changed | Unchanged):
-            return  # records with inline content and reindexed pages had no HTTP response
+        if not self.exchange.requested and isinstance(self, Changed | Unchanged | Missing):
+            # Records with inline content and reindexed pages had no HTTP response; a page
+            # outside the source's scope was not requested.
+            return
         setattr(counters, name, getattr(counters, name) + 1)
 
     def response_counter(self) -> str | None:
@@ -127,7 +129,8 @@ class NotModified(Outcome):
 
 @dataclass(frozen=True)
 class Missing(Outcome):
-    """Evidence the page is gone: a 404/410, or a redirect out of the source."""
+    """Evidence the page is gone: a 404/410, a redirect out of the source, or a URL now
+    outside the source's scope (not requested)."""
 
     reason: str = ""
     counter: ClassVar[str | None] = "responses_404"

@@ -29,6 +29,7 @@ from ragsync.pipeline.context import Pass
 from ragsync.pipeline.listing import SourceListing, WorkItem, guarded
 from ragsync.pipeline.outcomes import Moving, Page
 from ragsync.registry import source_class
+from ragsync.scope import scope_of
 
 log = logging.getLogger("ragsync")
 
@@ -51,6 +52,7 @@ class SourceSync:
         self.revalidate_all = revalidate_all
         self.report = SourceOutcome()
         self.connector = source_class(source.kind)(source.options)
+        self.scope = scope_of(source, engine.config.base_dir)
         self.discovery = DiscoveryContext(
             run.fetcher,
             engine.state,
@@ -58,17 +60,18 @@ class SourceSync:
             Path(engine.config.base_dir),
             self.report,
             engine.now,
+            scope=self.scope,
         )
         # What a page missing from the listing means (see ragsync.protocols.Source.listing).
         self.listing_kind = getattr(self.connector, "listing", "complete")
         self.prunable = source.prune_unlisted and self.listing_kind == "complete"
-        self.checker = PageChecker(engine, source, run.fetcher, self.discovery)
+        self.checker = PageChecker(engine, source, run.fetcher, self.discovery, self.scope)
         self.window = max(WINDOW_PAGES, engine.config.fetch.concurrency * 2)
 
     def _listed(self, *, due_info: bool = True) -> SourceListing:
         # Read once per source: when each known page is due and the lastmod it was checked at.
         info = self.engine.state.documents.due_hints(self.source.id) if due_info else {}
-        return SourceListing(self.engine, self.source, self.discovery, info)
+        return SourceListing(self.engine, self.source, self.discovery, info, scope=self.scope)
 
     # -- the kinds of work ----------------------------------------------------------------
 
@@ -171,9 +174,7 @@ class SourceSync:
             for host, (until, reason) in self.run.fetcher.take_new_pauses().items():
                 # At least: a longer pause another worker set meanwhile stands.
                 engine.state.hosts.pause_at_least(host, until, reason, engine.now())
-            resolved = commit_outcomes(
-                engine, source, checked, self.report, self.run.result.run_id
-            )
+            resolved = commit_outcomes(engine, source, checked, self.report, self.run.result.run_id)
             # A listed URL that moved lists its target: not to be verified as unlisted.
             for item in resolved:
                 if item.page.unlisted:

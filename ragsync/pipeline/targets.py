@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ragsync.config import Config, SourceConfig
@@ -16,7 +17,8 @@ from ragsync.errors import ConfigError
 from ragsync.identity import api_record_key
 from ragsync.pipeline.context import Engine, Pass
 from ragsync.pipeline.source import SourceSync
-from ragsync.urls import canonical_url, host_of, in_scope
+from ragsync.scope import scope_of
+from ragsync.urls import canonical_url, in_scope
 
 log = logging.getLogger("ragsync")
 
@@ -39,21 +41,16 @@ def by_source(
     return found
 
 
-def owns(source: SourceConfig, url: str) -> bool:
-    """Whether ``url`` lies in ``source``'s scope: its include/exclude patterns, and its hosts
-    when it has no include pattern (what a webhook may ask ragsync to fetch)."""
+def owns(source: SourceConfig, url: str, *, base_dir: str | Path = ".") -> bool:
+    """Whether ``url`` lies in ``source``'s scope: its hosts (:mod:`ragsync.scope`) and its
+    include/exclude patterns (what a webhook or `resync` may ask ragsync to fetch)."""
     try:
         url = canonical_url(url, source.strip_params)
     except ValueError:
         return False
     if not in_scope(url, source.include, source.exclude):
         return False
-    if source.include:
-        return True
-    options = source.options
-    seeds = [getattr(options, "url", None), *getattr(options, "urls", ())]
-    hosts = {host_of(canonical_url(seed)) for seed in seeds if seed}
-    return not hosts or host_of(url) in hosts
+    return scope_of(source, base_dir).refuse(url) is None
 
 
 def queue_urls(engine: Engine, urls: Sequence[str], *, source: str | None = None) -> None:
@@ -66,7 +63,8 @@ def queue_urls(engine: Engine, urls: Sequence[str], *, source: str | None = None
     by_owner: dict[str, list[str]] = defaultdict(list)
     outside = []
     for url in urls:
-        owner = next((s for s in candidates if owns(s, url)), None)
+        base_dir = engine.config.base_dir
+        owner = next((s for s in candidates if owns(s, url, base_dir=base_dir)), None)
         if owner is None:
             outside.append(url)
         else:

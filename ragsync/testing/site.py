@@ -124,14 +124,17 @@ class DevSite:
 
     # -- serving -------------------------------------------------------------------------
 
-    def start(self, port: int = 0) -> str:
-        self._server = serve_loopback(self._handle, "GET", port)
+    def start(self, port: int = 0, *, host: str = "127.0.0.1") -> str:
+        """Serve the site on ``host`` (a loopback address: 127.0.0.2 stands for an internal
+        host in the tests); returns its base URL."""
+        self._server = serve_loopback(self._handle, "GET", port, host=host)
         return self.base_url
 
     @property
     def base_url(self) -> str:
         assert self._server is not None, "start() the site first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
 
     def stop(self) -> None:
         if self._server is not None:
@@ -284,10 +287,15 @@ class DevSite:
 
 
 def serve_loopback(
-    handle: Callable[[BaseHTTPRequestHandler], None], method: str, port: int = 0
+    handle: Callable[[BaseHTTPRequestHandler], None],
+    method: str,
+    port: int = 0,
+    *,
+    host: str = "127.0.0.1",
 ) -> ThreadingHTTPServer:
-    """An HTTP/1.1 server on 127.0.0.1 (``port`` 0: any free one) whose ``method`` requests
-    go to ``handle``, serving from a daemon thread (stop it with :func:`stop_server`)."""
+    """An HTTP/1.1 server on ``host`` (a loopback address; ``port`` 0: any free one) whose
+    ``method`` requests go to ``handle``, serving from a daemon thread (stop it with
+    :func:`stop_server`)."""
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -299,7 +307,7 @@ def serve_loopback(
             pass
 
     setattr(Handler, f"do_{method}", lambda handler: handle(handler))
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
