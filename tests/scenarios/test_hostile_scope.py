@@ -179,7 +179,7 @@ def test_robots_txt_of_a_redirect_target_is_obeyed(site, tmp_path, embedder):
         with syncer_for(tmp_path, embedder, source) as syncer:
             result = syncer.run()
         assert [hit.path for hit in other.hits] == ["/robots.txt"]  # asked, then obeyed
-        assert result.counters.robots_disallowed == 1
+        assert result.counters.robots_disallowed == 2  # /private/secret, and this target
     finally:
         other.stop()
 
