@@ -150,8 +150,11 @@ class PageChecker:
             if page.candidate.content is not None or page.candidate.deleted:
                 return check_record(self.engine, page)  # API records carry their content
             refusal = self.scope.refuse(page.url)
-            if refusal is not None:  # e.g. a known page of a host the source no longer has
-                return Missing(page, reason=refusal)
+            if refusal is not None:  # a known page of a host the source no longer has
+                if page.prunable:  # … which a complete listing left out: evidence it is gone
+                    return Missing(page, reason=f"no longer listed by the source; {refusal}")
+                # No evidence of anything (an unreadable urls_file lists no host): kept.
+                return Skipped(page, why="out_of_scope", reason=refusal)
             if not self.allowed(page.url):
                 unreachable = self.robots.unreachable(page.url)
                 if unreachable:  # not a rule: the host could not be asked; retry later

@@ -154,13 +154,16 @@ class Deleted(Outcome):
 
 @dataclass(frozen=True)
 class Skipped(Outcome):
-    """Not requested: robots.txt disallows it, or its host is paused past ``max_pause_wait``."""
+    """Not requested: robots.txt disallows it, its host is paused past ``max_pause_wait``, or it
+    lies outside the source's scope."""
 
-    why: Literal["disallowed", "deferred"] = "disallowed"
+    why: Literal["disallowed", "deferred", "out_of_scope"] = "disallowed"
     reason: str = ""
 
     def response_counter(self) -> str | None:
-        return "robots_disallowed" if self.why == "disallowed" else "deferred"
+        return {"disallowed": "robots_disallowed", "deferred": "deferred"}.get(
+            self.why, "out_of_scope"
+        )
 
 
 @dataclass(frozen=True)
