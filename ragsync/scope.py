@@ -21,16 +21,23 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ragsync.config import SourceConfig
+from ragsync.urls import canonical_url
 
 
 def hostname(url: str) -> str:
-    """The lowercase host of ``url`` (an IPv6 literal without brackets; "" when none).
+    """The host of ``url`` as its canonical form has it (lowercase, IDNA-encoded, no trailing
+    dot; an IPv6 literal without brackets; "" when none), so that a source's own URLs and the
+    canonical URLs of its listing compare equal.
 
-    >>> hostname("https://Docs.Example.org:8443/a")
+    >>> hostname("https://Docs.Example.org.:8443/a")
     'docs.example.org'
-    >>> hostname("http://[::1]:8080/")
-    '::1'
+    >>> hostname("http://[::1]:8080/"), hostname("http://Bücher.example/")
+    ('::1', 'xn--bcher-kva.example')
     """
+    try:
+        url = canonical_url(url)
+    except ValueError:
+        pass  # not an http(s) URL: its host as written
     try:
         return (urlsplit(url).hostname or "").lower()
     except ValueError:

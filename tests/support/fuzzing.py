@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 from lxml import etree
 
 from ragsync.config import Config
+from ragsync.scope import hostname
 from ragsync.state import StateDB
 from ragsync.sync import Syncer
 from ragsync.testing import HashEmbedder, serve_loopback, stop_server
@@ -366,12 +367,14 @@ def page_problems(
     listed: Iterable[Listed],
     *,
     disallowed: Callable[[str], bool],
+    source_hosts: frozenset[str] = frozenset({"127.0.0.1"}),
 ) -> list[str]:
     """Every listed page ended indexed or with a recorded reason.
 
     A reason is: a ``fetch_attempts`` row with ``last_error``; a move (an alias to another
-    record); robots.txt (``disallowed(url)``, counted in ``robots_disallowed``); or a paused
-    host (counted in ``deferred``). Also: no attempt row is without its reason, and none is
+    record); robots.txt (``disallowed(url)``, counted in ``robots_disallowed``); a paused
+    host (counted in ``deferred``); or a host outside ``source_hosts`` (counted in
+    ``out_of_scope``). Also: no attempt row is without its reason, and none is
     the engine's safety net (``internal error: …``: an exception nothing expected).
     """
     counters = report["sources"].get(source_id, {}).get("counters", {})
@@ -404,6 +407,8 @@ def page_problems(
             continue
         if disallowed(page.url) and counters.get("robots_disallowed"):
             continue
+        if hostname(page.url) not in source_hosts and counters.get("out_of_scope"):
+            continue  # another host than the source's: never requested (README "Security")
         if host_of(key.split(":", 1)[1]) in paused and counters.get("deferred"):
             continue
         unexplained.setdefault(page.case_id, []).append(page)
