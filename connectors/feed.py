@@ -4,6 +4,12 @@ Entry links are candidates; entries newer than the checkpoint (the newest entry 
 ids seen) come first. A feed holds only recent entries, so an entry dropping off it is never a
 deletion: known pages are still revalidated by fetch, and only a 404/410 counts against them.
 A feed that cannot be fetched or parsed makes the listing incomplete.
+
+Relative entry links are resolved (RFC 3986 §5.1) against the innermost ``xml:base`` (XML Base),
+then the response's ``Content-Location``, then the URL the feed was fetched from (after
+redirects). HTTP itself no longer makes ``Content-Location`` a base URI (RFC 7231, appendix B),
+but feed readers have always honoured it, feedparser among them. An entry whose link still
+cannot be made an absolute http(s) URL is counted in a warning, never dropped silently.
 """
 
 from __future__ import annotations
@@ -12,8 +18,9 @@ import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from urllib.parse import urljoin
 
-from ragsync.models import Candidate, Checkpoint
+from ragsync.models import Candidate, Checkpoint, Response
 from ragsync.protocols import DiscoveryContext
 from ragsync.urls import require_http_url
 
@@ -45,8 +52,27 @@ def _entry_link(entry: dict) -> str | None:
     return None
 
 
-def parse_feed(body: bytes) -> dict:
-    """``{"version", "entries": [{"id", "link", "updated"}]}`` of an RSS or Atom document.
+def parse_feed(body: bytes, *, url: str = "", content_location: str | None = None) -> dict:
+    """``{"version", "entries": [{"id", "link", "updated"}], "unresolved": n}`` of an RSS or
+    Atom document fetched from ``url``.
+
+    Args:
+        body: the document.
+        url: where it was fetched from (after redirects): the base URI of last resort.
+        content_location: the response's ``Content-Location``, if any (resolved against
+            ``url``): the base URI before ``url``.
+
+    ``unresolved`` counts the entries left out because their link is missing or cannot be
+    made an absolute http(s) URL.
+
+    Example::
+
+        >>> feed = parse_feed(
+        ...     b'<rss version="2.0"><channel><item><link>a.html</link></item></channel></rss>',
+        ...     url="https://example.org/blog/feed.xml",
+        ... )
+        >>> [e["link"] for e in feed["entries"]], feed["unresolved"]
+        (['https://example.org/blog/a.html'], 0)
 
     Raises:
         ValueError: not a feed.
@@ -54,21 +80,53 @@ def parse_feed(body: bytes) -> dict:
     import feedparser
 
     refuse_entities(body)
-    parsed = feedparser.parse(body)
+    base = urljoin(url, content_location) if content_location else url
+    # feedparser applies xml:base only on top of an absolute base, passed as the response's
+    # Content-Location; but it then also rewrites relative ids (an RSS guid "/posts/1" is an
+    # opaque string), so the ids come from a parse without a base, entry for entry.
+    parsed = feedparser.parse(body, response_headers={"content-location": base} if base else {})
+    ids = [entry.get("id") for entry in feedparser.parse(body).entries] if base else []
     if not parsed.get("version") and not parsed.get("entries"):
         problem = parsed.get("bozo_exception") or "no RSS or Atom root element"
         raise ValueError(f"not a feed: {problem}")
-    entries = []
+    entries, unresolved = [], 0
     with warnings.catch_warnings():  # feedparser warns about its updated→published fallback
         warnings.simplefilter("ignore", DeprecationWarning)
-        for entry in parsed.entries:
-            link = _entry_link(entry)
-            if not link or not link.startswith(("http://", "https://")):
+        for index, entry in enumerate(parsed.entries):
+            link = _absolute(_entry_link(entry), base)
+            if link is None:
+                unresolved += 1
                 continue
+            entry_id = ids[index] if index < len(ids) else entry.get("id")
             entries.append(
-                {"id": str(entry.get("id") or link), "link": link, "updated": _entry_time(entry)}
+                {"id": str(entry_id or link), "link": link, "updated": _entry_time(entry)}
             )
-    return {"version": parsed.get("version") or "unknown", "entries": entries}
+    return {
+        "version": parsed.get("version") or "unknown",
+        "entries": entries,
+        "unresolved": unresolved,
+    }
+
+
+def parse_feed_response(response: Response) -> dict:
+    """:func:`parse_feed` of a response: its body, final URL and ``Content-Location``."""
+    return parse_feed(
+        response.body,
+        url=response.url,
+        content_location=response.headers.get("content-location"),
+    )
+
+
+def _absolute(link: str | None, base: str) -> str | None:
+    """``link`` resolved against ``base`` (feedparser leaves some relative), or None when it
+    is not then an http(s) URL."""
+    if not link:
+        return None
+    try:
+        resolved = urljoin(base, link.strip()) if base else link.strip()
+    except ValueError:  # "http://[broken"
+        return None
+    return resolved if resolved.startswith(("http://", "https://")) else None
 
 
 class FeedSource:
@@ -85,9 +143,14 @@ class FeedSource:
         self.options = options
 
     def discover(self, ctx: DiscoveryContext) -> Iterator[Candidate | Checkpoint]:
-        feed = ctx.get_parsed_or_warn(self.options.url, parse_feed, "feed")
+        feed = ctx.get_parsed_response_or_warn(self.options.url, parse_feed_response, "feed")
         if feed is None:
             return
+        if feed.get("unresolved"):
+            ctx.warn(
+                f"feed {self.options.url}: {feed['unresolved']} entries without a link that "
+                "resolves to an http(s) URL (left out)"
+            )
         checkpoint = ctx.checkpoint() or {}
         newest, known = checkpoint.get("newest"), set(checkpoint.get("ids", []))
         for entry in feed["entries"]:

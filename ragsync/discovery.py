@@ -74,8 +74,15 @@ class DiscoveryContext:
         """:meth:`get_parsed`, or None when the document cannot be fetched (network error,
         timeout, any status but 200/304) or parsed: the listing is then incomplete, with the
         reason ``"{what} {url}: {why}"`` (discovery goes on with what it has)."""
+        return self.get_parsed_response_or_warn(url, lambda response: parse(response.body), what)
+
+    def get_parsed_response_or_warn(
+        self, url: str, parse: Callable[[Response], T], what: str
+    ) -> T | None:
+        """:meth:`get_parsed_or_warn` for a ``parse`` that needs the response, not only its
+        body: its final URL or a header (a feed's base URI, #17)."""
         try:
-            return self.get_parsed(url, parse)
+            return self.get_parsed_response(url, parse)
         except FetchError as exc:
             self.incomplete(f"{what} {url}: {exc.reason}")
         except ValueError as exc:
@@ -83,7 +90,11 @@ class DiscoveryContext:
         return None
 
     def get_parsed(self, url: str, parse: Callable[[bytes], T]) -> T:
-        """``parse(body)`` of the document at ``url``, revalidated conditionally.
+        """``parse(body)`` of the document at ``url``: :meth:`get_parsed_response` of its body."""
+        return self.get_parsed_response(url, lambda response: parse(response.body))
+
+    def get_parsed_response(self, url: str, parse: Callable[[Response], T]) -> T:
+        """``parse(response)`` of the document at ``url``, revalidated conditionally.
 
         ``parse`` must return JSON-serialisable data: it is cached with the validators, and a
         304 returns the cached parse without parsing anything.
@@ -112,7 +123,7 @@ class DiscoveryContext:
         if response.status != 200:
             raise FetchError.for_status(url, response.status)
         try:
-            parsed = parse(response.body)
+            parsed = parse(response)
         except ValueError:
             raise
         except Exception as exc:

@@ -27,6 +27,12 @@ class DiscoveryContext(Protocol):
         incomplete)."""
         ...
 
+    def get_parsed_response_or_warn(
+        self, url: str, parse: Callable[[Response], Any], what: str
+    ) -> Any:
+        """``get_parsed_or_warn`` whose ``parse`` gets the whole response (final URL, headers)."""
+        ...
+
     def checkpoint(self) -> Any:
         """The source's last committed continuation."""
         ...

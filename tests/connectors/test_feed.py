@@ -122,3 +122,136 @@ def test_feed_options_are_validated(tmp_path):
     path.write_text('[[sources]]\nid = "blog"\nkind = "feed"\nurl = "ftp://x"\n')
     with pytest.raises(ConfigError, match=r"sources\[0\]\.url"):
         load_config(path)
+
+
+# --- relative entry links (#17) --------------------------------------------------------------
+ATOM_BASES = b"""<?xml version="1.0"?>
+<feed xmlns="http://www.w3.org/2005/Atom" xml:base="/blog/">
+  <title>t</title><id>urn:feed</id><updated>2026-11-03T10:00:00Z</updated>
+  <entry><id>1</id><title>a</title><updated>2026-11-03T10:00:00Z</updated>
+    <link href="posts/a"/></entry>
+  <entry xml:base="https://docs.example.org/x/"><id>2</id><title>b</title>
+    <updated>2026-11-03T10:00:00Z</updated><link href="b"/></entry>
+  <entry><id>3</id><title>c</title><updated>2026-11-03T10:00:00Z</updated>
+    <link href="/abs/c"/></entry>
+</feed>"""
+RSS_RELATIVE = b"""<?xml version="1.0"?><rss version="2.0"><channel><title>t</title>
+<item><title>a</title><link>posts/a.html</link></item>
+<item><title>b</title><link>https://abs.example.org/b</link></item>
+<item><title>c</title><guid isPermaLink="true">../c</guid></item>
+<item><title>no link</title><description>x</description></item>
+<item><title>script</title><link>javascript:alert(1)</link></item>
+<item><title>mail</title><link>mailto:a@example.org</link></item>
+</channel></rss>"""
+
+
+def links(parsed):
+    return [e["link"] for e in parsed["entries"]]
+
+
+@pytest.mark.parametrize(
+    ("content_location", "expected"),
+    [
+        (  # xml:base, itself relative, against the feed's URL
+            None,
+            [
+                "https://site.example.org/blog/posts/a",
+                "https://docs.example.org/x/b",
+                "https://site.example.org/abs/c",
+            ],
+        ),
+        (  # … against Content-Location, resolved against the feed's URL
+            "https://mirror.example.org/feeds/all.atom",
+            [
+                "https://mirror.example.org/blog/posts/a",
+                "https://docs.example.org/x/b",
+                "https://mirror.example.org/abs/c",
+            ],
+        ),
+        (
+            "/v2/feed.atom",
+            [
+                "https://site.example.org/blog/posts/a",
+                "https://docs.example.org/x/b",
+                "https://site.example.org/abs/c",
+            ],
+        ),
+    ],
+)
+def test_relative_atom_links_resolve_against_xml_base(content_location, expected):
+    parsed = parse_feed(
+        ATOM_BASES, url="https://site.example.org/feeds/all.atom", content_location=content_location
+    )
+    assert links(parsed) == expected and parsed["unresolved"] == 0
+
+
+def test_relative_rss_links_resolve_against_the_feed_url_and_the_rest_are_counted():
+    parsed = parse_feed(RSS_RELATIVE, url="https://site.example.org/feeds/rss.xml")
+    assert links(parsed) == [
+        "https://site.example.org/feeds/posts/a.html",
+        "https://abs.example.org/b",
+        "https://site.example.org/c",
+    ]
+    assert parsed["unresolved"] == 3  # no link, javascript:, mailto:
+
+
+def test_relative_rss_links_resolve_against_content_location():
+    parsed = parse_feed(
+        RSS_RELATIVE,
+        url="https://site.example.org/feeds/rss.xml",
+        content_location="https://site.example.org/en/rss.xml",
+    )
+    assert links(parsed)[0] == "https://site.example.org/en/posts/a.html"
+
+
+def test_relative_feed_links_are_indexed_and_unresolvable_ones_warned(make_syncer):
+    posts = {f"/posts/{i}": page(f"Post {i}", {"Body": [sentences(f"post {i}")]}) for i in range(3)}
+    site = DevSite(posts)
+    site.start()
+    body = (
+        b'<?xml version="1.0"?><rss version="2.0"><channel><title>b</title>'
+        b"<item><title>0</title><link>posts/0</link></item>"  # against the feed's URL
+        b"<item><title>1</title><link>/posts/1</link></item>"
+        b"<item><title>2</title><link>../posts/2</link></item>"
+        b"<item><title>x</title><link>javascript:void(0)</link></item>"
+        b"</channel></rss>"
+    )
+    site.fault = lambda path, headers: (
+        (200, {"Content-Type": "application/rss+xml"}, body) if path == "/feed.xml" else None
+    )
+    try:
+        syncer = make_syncer(site, "/feed.xml", kind="feed")
+        result = syncer.run()
+        assert result.counters.documents_created == 3
+        urls = sorted(d["canonical_url"] for d in syncer.state.documents.list())
+        assert urls == [f"{site.base_url}/posts/{i}" for i in range(3)]
+        outcome = result.sources["docs"]
+        assert any("1 entries without a link" in error for error in outcome.errors)
+    finally:
+        site.stop()
+
+
+def test_a_feed_behind_a_redirect_resolves_against_where_it_was_fetched(make_syncer):
+    posts = {"/blog/posts/0": page("Post 0", {"Body": [sentences("post 0")]})}
+    site = DevSite(posts)
+    site.start()
+    body = (
+        b'<?xml version="1.0"?><rss version="2.0"><channel><title>b</title>'
+        b"<item><title>0</title><link>posts/0</link></item></channel></rss>"
+    )
+
+    def fault(path, headers):
+        if path == "/feed.xml":
+            return 301, {"Location": f"{site.base_url}/blog/feed.xml"}, b""
+        if path == "/blog/feed.xml":
+            return 200, {"Content-Type": "application/rss+xml"}, body
+        return None
+
+    site.fault = fault
+    try:
+        syncer = make_syncer(site, "/feed.xml", kind="feed")
+        assert syncer.run().counters.documents_created == 1
+        (document,) = syncer.state.documents.list()
+        assert document["canonical_url"] == f"{site.base_url}/blog/posts/0"
+    finally:
+        site.stop()
