@@ -74,20 +74,22 @@ class Candidate:
     content: str | None = None  # Markdown of the record itself: indexed without fetching
     title: str | None = None
     deleted: bool = False  # an authoritative deletion signal: tombstone at once
+    # The URL as the source wrote it (made absolute), when it differs from the canonical
+    # ``url``: what robots.txt is matched against and what is requested (README "URLs").
+    published: str | None = None
 
 
 def work_item(doc_key: str, candidate: Candidate, *, unlisted: bool) -> dict[str, Any]:
     """A due page as a row of the shared work queue (:meth:`ragsync.state.work.WorkQueue.add`)."""
-    record = None
-    if candidate.record_id is not None or candidate.content is not None or candidate.deleted:
-        record = json.dumps(
-            {
-                "record_id": candidate.record_id,
-                "content": candidate.content,
-                "title": candidate.title,
-                "deleted": candidate.deleted,
-            }
-        )
+    fields = {
+        "record_id": candidate.record_id,
+        "content": candidate.content,
+        "title": candidate.title,
+        "deleted": candidate.deleted or None,
+        "published": candidate.published,
+    }
+    kept = {name: value for name, value in fields.items() if value is not None}
+    record = json.dumps(kept) if kept else None
     return {
         "doc_key": doc_key,
         "url": candidate.url,

@@ -155,8 +155,8 @@ class PageChecker:
                     return Missing(page, reason=f"no longer listed by the source; {refusal}")
                 # No evidence of anything (an unreadable urls_file lists no host): kept.
                 return Skipped(page, why="out_of_scope", reason=refusal)
-            if not self.allowed(page.url):
-                unreachable = self.robots.unreachable(page.url)
+            if not self.allowed(page.published):
+                unreachable = self.robots.unreachable(page.published)
                 if unreachable:  # not a rule: the host could not be asked; retry later
                     return Failed(page, reason=unreachable, transient=True)
                 return Skipped(page, why="disallowed")
@@ -179,7 +179,7 @@ class PageChecker:
             # A temporary redirect is not followed: the page keeps its content and is retried
             # (README "Deletion safety"); permanent ones are followed and recorded.
             response = self.fetcher.get(
-                page.url,
+                page.published,
                 etag=etag,
                 last_modified=last_modified,
                 follow_temporary=False,

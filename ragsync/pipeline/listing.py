@@ -18,7 +18,7 @@ from ragsync.identity import api_record_key, canonical_record_key
 from ragsync.models import Candidate, Checkpoint, DocumentStatus
 from ragsync.pipeline.context import Engine
 from ragsync.scope import Scope
-from ragsync.urls import canonical_url, in_scope
+from ragsync.urls import canonical_url, clean_url, in_scope
 
 log = logging.getLogger("ragsync")
 
@@ -152,18 +152,24 @@ class SourceListing:
                 self.refused(refusal)
                 continue
             key = canonical_record_key(source.id, url)
+            published = clean_url(candidate.url).partition("#")[0]
             if key in aliases:
                 target, verified_at = aliases[key]
                 if verified_at > stale:
                     key = target
-                    url = key.split(":", 1)[1]
+                    url = published = key.split(":", 1)[1]
                 elif key not in seen:
                     reverify.append(key)
                     self.info.pop(key, None)  # due now, whatever its tombstone's schedule says
             if key in seen:
                 continue
             seen.add(key)
-            unique[key] = Candidate(url=url, lastmod=candidate.lastmod, priority=candidate.priority)
+            unique[key] = Candidate(
+                url=url,
+                lastmod=candidate.lastmod,
+                priority=candidate.priority,
+                published=published if published != url else None,
+            )
         if reverify:  # requested in this pass: confirmed again, or restored
             state.aliases.mark_verified(reverify, self.engine.now())
 

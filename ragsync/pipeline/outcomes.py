@@ -46,6 +46,12 @@ class Page:
     unlisted: bool = False
     prunable: bool = False
 
+    @property
+    def published(self) -> str:
+        """The URL requested and matched against robots.txt: as the source wrote it, or the
+        canonical URL when the source did not write it (a known page, a moved record)."""
+        return self.candidate.published or self.url
+
 
 @dataclass(frozen=True)
 class Exchange:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragsync.models import Candidate, Counters
+from ragsync.models import Candidate, Counters, work_candidate, work_item
 from ragsync.pipeline.outcomes import (
     NO_REQUEST,
     Changed,
@@ -61,3 +61,14 @@ def test_a_request_counts_once_and_its_answer_by_kind(outcome, expected):
 )
 def test_no_request_no_response_counter(outcome, expected):
     assert counted(outcome) == expected
+
+
+def test_a_page_is_requested_as_published_also_through_the_work_queue():
+    published = "https://a.example/search?q=rag&page=2&utm_source=x"
+    listed = Candidate("https://a.example/search?page=2&q=rag", "2026-01-01", published=published)
+    key, queued, unlisted = work_candidate(work_item("docs:k", listed, unlisted=False) | {})
+    assert (key, queued, unlisted) == ("docs:k", listed, False)
+    assert Page(key, queued.url, queued).published == published
+    # A page the source did not write (a known page, a moved record): its canonical URL.
+    assert PAGE.published == PAGE.url
+    assert work_item("docs:k", PAGE.candidate, unlisted=True)["record"] is None
