@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ragsync.config import StoreConfig, resolve_env
+from ragsync.config import StoreConfig, resolve_env_url
 from ragsync.errors import StoreError
 from ragsync.models import Hit
 
@@ -59,7 +59,7 @@ class PgVectorStore:
             from ragsync.errors import ConfigError
 
             raise ConfigError('kind = "pgvector" needs a postgresql:// URL', key="store.url")
-        url = resolve_env(config.url, key="store.url")
+        url = resolve_env_url(config.url, key="store.url")  # a password percent-encoded
         assert url is not None
         return cls(config.collection, url=url, batch_size=config.batch_size)
 

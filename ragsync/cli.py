@@ -434,9 +434,15 @@ def verify(config_path: str, repair: bool, as_json: bool) -> None:
 def serve(config_path: str, listen: str | None) -> None:
     """The daemon: sync loop + webhook receiver, /healthz, /metrics, /status."""
     from ragsync.config import load_config
+    from ragsync.configvalues import parse_listen
     from ragsync.server import serve as run_server
 
-    run_server(load_config(config_path), listen)
+    config = load_config(config_path)
+    try:
+        parse_listen(listen or config.server.listen)
+    except ValueError as exc:
+        raise ConfigError(str(exc), key="--listen") from None
+    run_server(config, listen)
 
 
 @main.command()

@@ -1,10 +1,13 @@
 """Load ``ragsync.toml`` into frozen dataclasses.
 
-Every key has a default except ``sources``. Unknown keys, wrong types and missing required keys
-raise :class:`~ragsync.errors.ConfigError` naming the file and the key (with a did-you-mean).
-Paths are resolved relative to the config file's folder. Secrets are only ``${ENV_VAR}``
-references and are resolved where they are used (:func:`resolve_env`), never at load time, so a
-run that does not need a secret does not fail for want of it.
+Every key has a default except ``sources``. Unknown keys, wrong types, missing required keys
+and nonsense (a value out of its range, an empty string, a URL of the wrong scheme, a listen
+address that is not ``HOST:PORT``, a path that cannot be written, a malformed secret) raise
+:class:`~ragsync.errors.ConfigError` naming the file and the key (with a did-you-mean), so the
+CLI exits 2 with one line. Paths are resolved relative to the config file's folder. Secrets
+written as ``${ENV_VAR}`` are resolved, and then checked, where they are used
+(:func:`resolve_env`, :func:`resolve_secret`), never at load time, so a run that does not need
+a secret does not fail for want of it.
 
 Example::
 
@@ -15,43 +18,35 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import difflib
+import math
 import os
 import re
 import tomllib
-import types
-import typing
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
+from urllib.parse import quote
 
 from ragsync import __version__
+from ragsync.configvalues import (
+    ENV_REF,
+    database_url,
+    event_secret,
+    hook_secret,
+    host_pattern,
+    http_url,
+    parse_listen,
+    store_url,
+    writable_path,
+)
 from ragsync.errors import ConfigError
-
-T = TypeVar("T")
+from ragsync.models import ChangeType
+from ragsync.tables import TableReader, bounded, checked, duration, path_field, type_name
+from ragsync.tables import parse_duration as parse_duration  # re-exported: cli, sync
 
 DEFAULT_USER_AGENT = f"ragsync/{__version__} (+https://pypi.org/project/ragsync/)"
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, None: 1}
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def parse_duration(value: str | int | float) -> float:
-    """Seconds in a duration such as ``"90s"``, ``"15m"``, ``"1h"``, ``"7d"`` or a bare number.
-
-    Raises:
-        ValueError: the text is not a duration.
-    """
-    if isinstance(value, bool):
-        raise ValueError(f"not a duration: {value!r}")
-    if isinstance(value, int | float):
-        return float(value)
-    match = _DURATION.match(value)
-    if not match:
-        raise ValueError(f"not a duration: {value!r} (use e.g. '30s', '15m', '1h', '7d')")
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 
 def resolve_env(value: str | None, *, key: str) -> str | None:
@@ -63,114 +58,152 @@ def resolve_env(value: str | None, *, key: str) -> str | None:
     """
     if value is None:
         return None
+    return ENV_REF.sub(lambda match: _env_value(match.group(1), key), value)
+
+
+def resolve_env_url(value: str | None, *, key: str) -> str | None:
+    """:func:`resolve_env` for a URL: a value put into the user or password part is
+    percent-encoded (RFC 3986 §3.2.1), so a password may hold ``@``, ``:`` or ``/``.
+
+    Example::
+
+        # PGPASSWORD='p@ss:word'
+        resolve_env_url("postgresql://rs:${PGPASSWORD}@db/rs", key="state.url")
+        # 'postgresql://rs:p%40ss%3Aword@db/rs'
+
+    Raises:
+        ConfigError: a referenced variable is not set.
+    """
+    if value is None:
+        return None
+    scheme, sep, rest = value.partition("://")
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    userinfo_end = len(scheme) + len(sep) + authority.rfind("@") if sep and "@" in authority else -1
 
     def substitute(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in os.environ:
-            raise ConfigError(f"environment variable {name} is not set", key=key)
-        return os.environ[name]
+        text = _env_value(match.group(1), key)
+        return quote(text, safe="") if match.start() < userinfo_end else text
 
-    return _ENV_REF.sub(substitute, value)
+    return ENV_REF.sub(substitute, value)
 
 
-def duration(default: str) -> Any:
-    """A dataclass field holding seconds, written in the file as a duration string."""
-    return field(default=parse_duration(default), metadata={"duration": True})
+def resolve_secret(value: str | None, *, key: str, check: Callable[[str], None]) -> str | None:
+    """:func:`resolve_env`, then ``check`` the result (e.g. a Standard Webhooks secret).
+
+    Raises:
+        ConfigError: a variable is not set, or the value fails ``check`` (the message names
+            ``key`` and the variables, never the value).
+    """
+    resolved = resolve_env(value, key=key)
+    if value is None or resolved is None:
+        return None
+    try:
+        check(resolved)
+    except ValueError as exc:
+        names = ", ".join(f"${{{name}}}" for name in ENV_REF.findall(value))
+        raise ConfigError(f"{names}: {exc}" if names else str(exc), key=key) from None
+    return resolved
 
 
-def path_field(default: str) -> Any:
-    """A dataclass field holding a path resolved against the config file's folder."""
-    return field(default=default, metadata={"path": True})
+def _env_value(name: str, key: str) -> str:
+    if name not in os.environ:
+        raise ConfigError(f"environment variable {name} is not set", key=key)
+    return os.environ[name]
+
+
+def listen_address(value: str) -> None:
+    """Refuse a listen address that is not ``HOST:PORT`` (see :func:`parse_listen`)."""
+    parse_listen(value)
 
 
 @dataclass(frozen=True)
 class StateConfig:
     path: str = path_field(".ragsync/state.db")
     # A shared PostgreSQL instead of the SQLite file (workers): password as ${ENV_VAR}
-    url: str | None = None
-    pool_size: int = 4  # PostgreSQL connections per process
+    url: str | None = checked(database_url, None)
+    pool_size: int = bounded(4, ge=1)  # PostgreSQL connections per process
     raw_body_retention: float = duration("7d")  # raw bodies kept (compressed) for `reindex`
 
 
 @dataclass(frozen=True)
 class StoreConfig:
-    kind: str = "qdrant"
+    kind: str = "qdrant"  # a registered store kind (ragsync.registry)
     path: str = path_field(".ragsync/qdrant")
-    url: str | None = None
+    url: str | None = checked(store_url, None)
     api_key: str | None = None
     collection: str = "ragsync"
     # Qdrant server or cluster (url): set when the collection is created
-    shard_number: int | None = None
-    replication_factor: int | None = None
-    write_consistency_factor: int | None = None
-    batch_size: int = 256  # points per write request
-    timeout: float = duration("30s")  # per request to a server
-    retry_attempts: int = 5  # per write, on transport errors, 429 and 5xx (backoff, jitter)
+    shard_number: int | None = bounded(None, ge=1)
+    replication_factor: int | None = bounded(None, ge=1)
+    write_consistency_factor: int | None = bounded(None, ge=1)  # at most replication_factor
+    batch_size: int = bounded(256, ge=1)  # points per write request
+    timeout: float = duration("30s", positive=True)  # per request to a server
+    retry_attempts: int = bounded(5, ge=1)  # per write, on transport errors, 429 and 5xx
 
 
 @dataclass(frozen=True)
 class EmbedderConfig:
     kind: Literal["sentence-transformers", "http"] = "sentence-transformers"
     model: str = "all-MiniLM-L6-v2"
-    batch_size: int = 64
-    threads: int = 2
-    # kind = "http": an OpenAI-compatible /v1/embeddings service
-    url: str | None = None
+    batch_size: int = bounded(64, ge=1)
+    threads: int = bounded(2, ge=1)
+    # kind = "http": an OpenAI-compatible /v1/embeddings service (then required)
+    url: str | None = checked(http_url, None)
     api_key: str | None = None  # a ${ENV_VAR} reference, sent as a Bearer token
     model_id: str | None = None  # names model, revision, dimension; derived when absent
-    dimension: int | None = None  # asked of the service once when absent
-    max_input_tokens: int | None = None  # the model's window (256 for MiniLM)
-    tokenizer: str | None = None  # the model's tokenizer.json, to count tokens exactly
-    concurrency: int = 4  # requests in flight
-    timeout: float = duration("60s")
-    retry_attempts: int = 6  # per batch, on 429/5xx/transport errors
+    dimension: int | None = bounded(None, ge=1)  # asked of the service once when absent
+    max_input_tokens: int | None = bounded(None, ge=1)  # the model's window (256 for MiniLM)
+    tokenizer: str | None = None  # the model's tokenizer.json (must exist), to count exactly
+    concurrency: int = bounded(4, ge=1)  # requests in flight
+    timeout: float = duration("60s", positive=True)
+    retry_attempts: int = bounded(6, ge=1)  # per batch, on 429/5xx/transport errors
 
 
 @dataclass(frozen=True)
 class ChunkerConfig:
-    max_tokens: int = 160
+    max_tokens: int = bounded(160, ge=16)  # ragsync.chunk.Chunker needs room for a heading
 
 
 @dataclass(frozen=True)
 class FetchConfig:
     user_agent: str = DEFAULT_USER_AGENT
-    concurrency: int = 8
-    per_host_concurrency: int = 2
+    concurrency: int = bounded(8, ge=1)
+    per_host_concurrency: int = bounded(2, ge=1)
     per_host_delay: float = duration("0s")  # between request starts; robots Crawl-delay raises it
-    timeout: float = 30.0
-    max_body_bytes: int = 10_000_000
-    max_redirects: int = 10
+    timeout: float = duration("30s", positive=True)
+    max_body_bytes: int = bounded(10_000_000, ge=1)
+    max_redirects: int = bounded(10, ge=0)  # 0: a redirect ends the page
     retry_base: float = duration("5s")  # backoff: full jitter over min(cap, base × 2^(n-1))
-    retry_cap: float = duration("15m")
-    retry_attempts: int = 6  # then the page goes to the dead letter
+    retry_cap: float = duration("15m")  # at least retry_base
+    retry_attempts: int = bounded(6, ge=1)  # then the page goes to the dead letter
     max_pause_wait: float = duration("30s")  # longer host pauses defer the host's pages
 
 
 @dataclass(frozen=True)
 class ExtractConfig:
     # HTML is parsed in worker processes, one page each (README "Extraction")
-    workers: int | None = None  # default: min(2, CPU cores)
-    cpu_budget: float = duration("30s")  # CPU time one page may use; over it, the page fails
+    workers: int | None = bounded(None, ge=1)  # default: min(2, CPU cores)
+    cpu_budget: float = duration("30s", positive=True)  # CPU time one page may use, then it fails
 
 
 @dataclass(frozen=True)
 class ServerConfig:
-    listen: str = "127.0.0.1:8787"
+    listen: str = checked(listen_address, "127.0.0.1:8787")  # HOST:PORT, IPv6 as [::1]:8787
 
 
 @dataclass(frozen=True)
 class EventConfig:
     """One ``[[events]]`` table: an outbound change-event receiver."""
 
-    url: str
-    secret: str | None = None  # a ${ENV_VAR} reference
-    types: tuple[str, ...] = ()  # created / updated / removed / restored; empty = all
-    sources: tuple[str, ...] = ()  # empty = all
-    min_magnitude: float = 0.0
-    max_attempts: int = 8  # then the dead letter (`ragsync events --replay-dead`)
+    url: str = checked(http_url)
+    secret: str | None = checked(event_secret, None)  # whsec_…, or ${ENV_VAR} holding one
+    types: tuple[ChangeType, ...] = ()  # empty = all
+    sources: tuple[str, ...] = ()  # source ids; empty = all
+    min_magnitude: float = bounded(0.0, ge=0, le=1)  # share of the chunks changed
+    max_attempts: int = bounded(8, ge=1)  # then the dead letter (`ragsync events --replay-dead`)
     retry_base: float = duration("5s")
     retry_cap: float = duration("15m")
-    timeout: float = duration("10s")
+    timeout: float = duration("10s", positive=True)
 
 
 @dataclass(frozen=True)
@@ -179,20 +212,20 @@ class SourceConfig:
 
     id: str
     kind: str
-    every: float = duration("1h")  # how often the source is due (its listing is read) …
+    every: float = duration("1h")  # how often the source is due (listing read; 0: each run) …
     cron: str | None = None  # … or a cron expression instead
-    min_interval: float | None = field(default=None, metadata={"duration": True})  # = every
+    min_interval: float | None = duration(None)  # = every
     max_interval: float = duration("24h")  # adaptive per-page revisit bounds
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     strip_params: tuple[str, ...] = ()  # extra query parameters (globs) left out of identity
-    webhook_secret: str | None = None
-    missing_confirmations: int = 2
+    webhook_secret: str | None = checked(hook_secret, None)  # GitHub's, or whsec_…
+    missing_confirmations: int = bounded(2, ge=1)
     missing_grace: float = duration("1h")
     prune_unlisted: bool = True
-    max_urls: int = 1_000_000  # URLs read from one listing; more: a warning, listing incomplete
+    max_urls: int = bounded(1_000_000, ge=1)  # URLs read from one listing; more: incomplete
     # Hosts (globs, e.g. "*.example.org") beyond those of the source's own URLs it may fetch.
-    allowed_hosts: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = checked(host_pattern, ())
     # Fetch from loopback, link-local and private addresses (README "Security").
     allow_private_networks: bool = False
     options: Any = None  # the connector's own frozen dataclass (e.g. the sitemap url)
@@ -267,7 +300,7 @@ def config_from_mapping(
 ) -> Config:
     """Build a :class:`Config` from already-parsed TOML data (see :func:`load_config`)."""
     base = Path(base_dir).resolve()
-    reader = _Reader(path=path, base_dir=base)
+    reader = TableReader(path=path, base_dir=base)
     allowed = set(_SECTIONS) | {"sources", "events"}
     for key in data:
         if key not in allowed:
@@ -284,7 +317,7 @@ def config_from_mapping(
         raise ConfigError("must be an array of tables ([[sources]])", path=path, key="sources")
     if not raw_sources:
         raise ConfigError("at least one [[sources]] table is required", path=path, key="sources")
-    sources = tuple(reader.source(raw, f"sources[{i}]") for i, raw in enumerate(raw_sources))
+    sources = tuple(_read_source(reader, raw, f"sources[{i}]") for i, raw in enumerate(raw_sources))
     seen: set[str] = set()
     for i, source in enumerate(sources):
         if source.id in seen:
@@ -298,132 +331,83 @@ def config_from_mapping(
     events = tuple(
         reader.dataclass(EventConfig, raw, f"events[{i}]") for i, raw in enumerate(raw_events)
     )
-    return Config(sources=sources, events=events, base_dir=str(base), path=path, **sections)
+    config = Config(sources=sources, events=events, base_dir=str(base), path=path, **sections)
+    _check_together(reader, config)
+    return config
 
 
-class _Reader:
-    """Validates raw TOML tables against dataclass fields, naming the key at fault."""
+def _check_together(reader: TableReader, config: Config) -> None:
+    """Check what depends on other keys, the registry or the disk."""
+    from ragsync.registry import store_kinds
 
-    def __init__(self, *, path: str | None, base_dir: Path):
-        self.path = path
-        self.base_dir = base_dir
+    store, fetch, embedder = config.store, config.fetch, config.embedder
+    if store.kind not in store_kinds():
+        hint, known = reader.hint(store.kind, set(store_kinds())), ", ".join(store_kinds())
+        reader.fail("store.kind", f"unknown store kind {store.kind!r}{hint} (known: {known})")
+    # The path is used only without a URL: a server keeps its own files.
+    if not config.state.url:
+        reader.check("state.path", config.state.path, partial(writable_path, folder=False))
+    if not store.url:
+        reader.check("store.path", store.path, partial(writable_path, folder=True))
+    if (store.write_consistency_factor or 0) > (store.replication_factor or math.inf):
+        reader.fail("store.write_consistency_factor", "must not exceed replication_factor")
+    if embedder.kind == "http" and not embedder.url:
+        reader.fail("embedder.url", 'kind = "http" needs the service URL')
+    if embedder.tokenizer and not (reader.base_dir / embedder.tokenizer).is_file():
+        reader.fail("embedder.tokenizer", f"no file {embedder.tokenizer!r}")
+    ids = {source.id for source in config.sources}
+    pairs = [("fetch", fetch.retry_base, fetch.retry_cap)]
+    pairs += [(f"events[{i}]", e.retry_base, e.retry_cap) for i, e in enumerate(config.events)]
+    for where, base, cap in pairs:
+        if cap < base:
+            reader.fail(f"{where}.retry_cap", "must be at least retry_base")
+    for i, source in enumerate(config.sources):
+        if (source.min_interval or 0) > source.max_interval:
+            reader.fail(f"sources[{i}].min_interval", "must not exceed max_interval")
+    urls: set[str] = set()
+    for i, event in enumerate(config.events):
+        for j, source_id in enumerate(event.sources):
+            if source_id not in ids:
+                hint = reader.hint(source_id, ids)
+                reader.fail(f"events[{i}].sources[{j}]", f"no source {source_id!r}{hint}")
+        if event.url in urls:  # deliveries are keyed by the receiver's URL
+            reader.fail(f"events[{i}].url", "duplicate receiver URL")
+        urls.add(event.url)
 
-    def fail(self, key: str, message: str) -> typing.NoReturn:
-        raise ConfigError(message, path=self.path, key=key)
 
-    def unknown(self, key: str, allowed: set[str]) -> typing.NoReturn:
-        name = key.rsplit(".", 1)[-1]
-        close = difflib.get_close_matches(name, sorted(allowed), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        self.fail(key, f"unknown key{hint}")
+def _read_source(reader: TableReader, raw: dict[str, Any], where: str) -> SourceConfig:
+    from ragsync.registry import source_class, source_kinds  # never a connector by name
 
-    def dataclass(self, cls: type[T], raw: Any, where: str, skip: set[str] = frozenset()) -> T:  # type: ignore[assignment]
-        """Build ``cls`` from the table ``raw``; ``where`` is the table's dotted name."""
-        if not isinstance(raw, dict):
-            self.fail(where, f"must be a table, got {_type_name(raw)}")
-        fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        hints = typing.get_type_hints(cls)
-        names = set(fields) - skip
-        for key in raw:
-            if key not in names:
-                self.unknown(f"{where}.{key}", names)
-        values = {}
-        for name in names:
-            f = fields[name]
-            key = f"{where}.{name}"
-            if name not in raw:
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                    self.fail(key, "missing required key")
-                if f.metadata.get("path"):  # default paths are relative to the file too
-                    values[name] = self.value(hints[name], f.default, key, f.metadata)
-                continue
-            value = self.value(hints[name], raw[name], key, f.metadata)
-            values[name] = value
-        return cls(**values)
+    for required in ("id", "kind"):
+        if required not in raw:
+            reader.fail(f"{where}.{required}", "missing required key")
+    kind = raw["kind"]
+    if not isinstance(kind, str):
+        reader.fail(f"{where}.kind", f"must be a string, got {type_name(kind)}")
+    if kind not in source_kinds():
+        hint, known = reader.hint(kind, set(source_kinds())), ", ".join(source_kinds())
+        reader.fail(f"{where}.kind", f"unknown source kind {kind!r}{hint} (known: {known})")
+    connector = source_class(kind)
+    options_cls = connector.Options
+    option_names = {f.name for f in dataclasses.fields(options_cls)}
+    common = {k: v for k, v in raw.items() if k in _SOURCE_COMMON}
+    specific = {k: v for k, v in raw.items() if k not in _SOURCE_COMMON}
+    for key in specific:
+        if key not in option_names:
+            reader.unknown(f"{where}.{key}", option_names | _SOURCE_COMMON)
+    source = reader.dataclass(SourceConfig, common, where, skip={"options"})
+    if source.cron:
+        from ragsync.schedule import validate_cron
 
-    def value(self, hint: Any, raw: Any, key: str, meta: Mapping[str, Any]) -> Any:
-        if meta.get("duration"):
-            try:
-                return parse_duration(raw)
-            except ValueError as exc:
-                self.fail(key, str(exc))
-        origin = typing.get_origin(hint)
-        args = typing.get_args(hint)
-        if origin in (typing.Union, types.UnionType):
-            options = [a for a in args if a is not type(None)]
-            return self.value(options[0], raw, key, meta)
-        if origin is Literal:
-            if raw not in args:
-                self.fail(key, f"must be one of {', '.join(map(repr, args))}, got {raw!r}")
-            return raw
-        if origin is tuple:
-            if not isinstance(raw, list):
-                self.fail(key, f"must be an array, got {_type_name(raw)}")
-            return tuple(self.value(args[0], item, f"{key}[{i}]", {}) for i, item in enumerate(raw))
-        if hint is float:
-            if isinstance(raw, bool) or not isinstance(raw, int | float):
-                self.fail(key, f"must be a number, got {_type_name(raw)}")
-            return float(raw)
-        if hint is int:
-            if isinstance(raw, bool) or not isinstance(raw, int):
-                self.fail(key, f"must be an integer, got {_type_name(raw)}")
-            return raw
-        if hint is bool:
-            if not isinstance(raw, bool):
-                self.fail(key, f"must be true or false, got {_type_name(raw)}")
-            return raw
-        if hint is str:
-            if not isinstance(raw, str):
-                self.fail(key, f"must be a string, got {_type_name(raw)}")
-            if meta.get("path"):
-                return str((self.base_dir / raw).resolve()) if raw != ":memory:" else raw
-            return raw
-        return raw
-
-    def source(self, raw: dict[str, Any], where: str) -> SourceConfig:
-        from ragsync.registry import source_class  # the registry, never a connector by name
-
-        for required in ("id", "kind"):
-            if required not in raw:
-                self.fail(f"{where}.{required}", "missing required key")
-        kind = raw["kind"]
-        if not isinstance(kind, str):
-            self.fail(f"{where}.kind", f"must be a string, got {_type_name(kind)}")
         try:
-            connector = source_class(kind)
-        except LookupError as exc:
-            self.fail(f"{where}.kind", str(exc))
-        options_cls = connector.Options
-        option_names = {f.name for f in dataclasses.fields(options_cls)}
-        common = {k: v for k, v in raw.items() if k in _SOURCE_COMMON}
-        specific = {k: v for k, v in raw.items() if k not in _SOURCE_COMMON}
-        for key in specific:
-            if key not in option_names:
-                self.unknown(f"{where}.{key}", option_names | _SOURCE_COMMON)
-        source = self.dataclass(SourceConfig, common, where, skip={"options"})
-        if source.cron:
-            from ragsync.schedule import validate_cron
-
-            try:
-                validate_cron(source.cron)
-            except ValueError as exc:
-                self.fail(f"{where}.cron", str(exc))
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", source.id):
-            self.fail(f"{where}.id", "use only letters, digits, '-', '_' and '.'")
-        options = self.dataclass(options_cls, specific, where)
-        try:
-            connector.validate(options)
-        except ConfigError as exc:
-            self.fail(f"{where}.{exc.key}" if exc.key else where, exc.detail)
-        return dataclasses.replace(source, options=options)
-
-
-def _type_name(value: Any) -> str:
-    return {
-        str: "a string",
-        int: "an integer",
-        float: "a number",
-        bool: "a boolean",
-        list: "an array",
-        dict: "a table",
-    }.get(type(value), type(value).__name__)
+            validate_cron(source.cron)
+        except ValueError as exc:
+            reader.fail(f"{where}.cron", str(exc))
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", source.id):
+        reader.fail(f"{where}.id", "use only letters, digits, '-', '_' and '.'")
+    options = reader.dataclass(options_cls, specific, where)
+    try:
+        connector.validate(options)
+    except ConfigError as exc:
+        reader.fail(f"{where}.{exc.key}" if exc.key else where, exc.detail)
+    return dataclasses.replace(source, options=options)

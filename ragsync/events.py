@@ -25,8 +25,8 @@ import httpx
 from standardwebhooks.webhooks import Webhook
 
 from ragsync.clock import iso
-from ragsync.config import EventConfig, resolve_env
-from ragsync.errors import ConfigError
+from ragsync.config import EventConfig, resolve_secret
+from ragsync.configvalues import standard_webhooks_secret
 from ragsync.policy import retry_after_seconds, retry_delay
 from ragsync.state import StateDB
 from ragsync.transport import DeadlineTransport
@@ -90,18 +90,12 @@ def signer(endpoint: EventConfig, index: int) -> Webhook | None:
     """The Standard Webhooks signer for ``endpoint`` (None when it has no secret).
 
     Raises:
-        ConfigError: the secret is not a Standard Webhooks secret (``whsec_`` + base64).
+        ConfigError: the secret is not a Standard Webhooks secret (``whsec_`` + base64 of 24 to
+            64 bytes), or its variable is unset or empty.
     """
-    secret = resolve_env(endpoint.secret, key=f"events[{index}].secret")
-    if not secret:
-        return None
-    try:
-        return Webhook(secret)
-    except Exception as exc:  # the library raises several kinds for a malformed secret
-        raise ConfigError(
-            "not a Standard Webhooks secret (expected 'whsec_' followed by base64)",
-            key=f"events[{index}].secret",
-        ) from exc
+    key = f"events[{index}].secret"
+    secret = resolve_secret(endpoint.secret, key=key, check=standard_webhooks_secret)
+    return Webhook(secret) if secret else None
 
 
 class Dispatcher:

@@ -44,3 +44,8 @@ def store_class(kind: str) -> Any:
 def source_kinds() -> list[str]:
     """Every installed source kind."""
     return sorted(_group(SOURCES))
+
+
+def store_kinds() -> list[str]:
+    """Every installed vector-store kind."""
+    return sorted(_group(STORES))

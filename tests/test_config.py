@@ -72,7 +72,7 @@ missing_grace = "2h"
             "did you mean 'every'",
         ),
         (MINIMAL.replace('"sitemap"', '"sitemp"'), "sources[0].kind", "unknown source kind"),
-        (MINIMAL + '\n[fetch]\ntimeout = "soon"\n', "fetch.timeout", "must be a number"),
+        (MINIMAL + '\n[fetch]\ntimeout = "soon"\n', "fetch.timeout", "not a duration"),
         (
             MINIMAL.replace('kind = "sitemap"', 'kind = "sitemap"\nevery = "often"'),
             "sources[0].every",

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from sqlite_utils import Database
 
 from ragsync.clock import iso
-from ragsync.config import StateConfig, resolve_env
+from ragsync.config import StateConfig, resolve_env_url
 from ragsync.errors import StateError
 from ragsync.state.aliases import Aliases
 from ragsync.state.attempts import Attempts
@@ -117,7 +117,8 @@ class StateDB:
     def from_config(cls, config: StateConfig) -> StateDB:
         """The state DB a ``[state]`` table names (``url`` wins over ``path``)."""
         if config.url:
-            return cls(resolve_env(config.url, key="state.url") or "", pool_size=config.pool_size)
+            url = resolve_env_url(config.url, key="state.url")  # a password percent-encoded
+            return cls(url or "", pool_size=config.pool_size)
         return cls(config.path)
 
     def close(self) -> None:

@@ -16,7 +16,6 @@ Example ``ragsync.toml``::
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -24,12 +23,23 @@ from typing import Any
 from ragsync.errors import StateError
 
 _TYPES = {str: "text", int: "bigint", float: "double precision", bytes: "bytea"}
-_PASSWORD = re.compile(r"(://[^:/@]+:)[^@]*@")
 
 
 def redact(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for messages and logs)."""
-    return _PASSWORD.sub(r"\1***@", url)
+    """``url`` with its password replaced by ``***`` (for messages and logs).
+
+    The user part ends at the last ``@``, so a password with an unencoded ``@``, ``:`` or ``/``
+    is hidden whole (more is hidden rather than less when an ``@`` follows the host).
+
+    >>> redact("postgresql://rs:p@ss:w/rd@db:5432/rs")
+    'postgresql://rs:***@db:5432/rs'
+    >>> redact("postgresql://db/rs")
+    'postgresql://db/rs'
+    """
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    return f"{scheme}://{user}:***@{host}" if sep and at and colon else url
 
 
 def _ident(name: str) -> str:

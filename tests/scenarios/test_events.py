@@ -211,10 +211,10 @@ def test_filters_and_a_bad_secret(tmp_path, receiver, embedder):
         with Syncer(config, embedder=embedder) as syncer:
             assert syncer.run().counters.events_delivered == 0  # only "created" happened
             assert syncer.state.outbox.list() == []
-        bad = make_config(
-            tmp_path / "b", source, events=[{"url": receiver.url, "secret": "not base64 !!"}]
-        )
+        # A malformed secret is refused when the configuration is read (issue #17).
         with pytest.raises(ConfigError, match=r"events\[0\]\.secret"):
-            Syncer(bad, embedder=embedder).run()
+            make_config(
+                tmp_path / "b", source, events=[{"url": receiver.url, "secret": "not base64 !!"}]
+            )
     finally:
         site.stop()
