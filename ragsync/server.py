@@ -8,10 +8,17 @@ Endpoints:
 
 A hook is authenticated per source (``webhook_secret``) by Standard Webhooks headers
 (``webhook-id``, ``webhook-timestamp``, ``webhook-signature``; timestamps older or newer than
-5 minutes are refused) or GitHub's ``X-Hub-Signature-256``; a delivery id seen before is
-ignored (remembered in the state DB); bodies over 1 MiB are refused; URLs outside the source's
-scope are refused with 422 (no request forgery through the hook). Accepted work is committed
-to the state DB's queue before the 202 answer, and the sync loop drains the queue first.
+5 minutes are refused) or GitHub's ``X-Hub-Signature-256``. A delivery seen before is ignored
+(remembered in the state DB): by its id, and for GitHub also by its body's digest, since
+GitHub's signature covers the body and not ``X-GitHub-Delivery``. Bodies over 1 MiB are
+refused; URLs outside the source's scope are refused with 422 (no request forgery through the
+hook). Accepted work is committed to the state DB's queue before the 202 answer, and the sync
+loop drains the queue first.
+
+State reads and writes run in worker threads, never on the event loop, and wait at most
+:data:`STATE_WAIT` for another process's write lock: a busy DB is a 503 with ``Retry-After``
+(the sender retries; nothing was queued), and ``/healthz`` answers meanwhile. A source whose
+secret names an unset variable is logged at start-up and its hook answers 404.
 """
 
 from __future__ import annotations
@@ -22,11 +29,14 @@ import hmac
 import json
 import logging
 import signal
+import sqlite3
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
+import anyio.to_thread
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
@@ -36,14 +46,20 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from ragsync.clock import iso, parse_iso, utc_now
-from ragsync.config import Config, resolve_env
+from ragsync.config import Config, resolve_secret
+from ragsync.configvalues import hook_secret, parse_listen
+from ragsync.errors import ConfigError
 from ragsync.models import Counters
 from ragsync.pipeline.targets import owns
 from ragsync.runlock import RunLocked
+from ragsync.state import StateDB
 from ragsync.sync import Syncer
 
-log = logging.getLogger("ragsync")
+log = logging.getLogger("ragsync.server")
+T = TypeVar("T")
 MAX_BODY = 1024 * 1024
+STATE_WAIT = 2.0  # seconds a request waits for another process's write lock, then 503
+RETRY_AFTER = 5  # seconds, in the 503's Retry-After
 
 
 @dataclass
@@ -66,7 +82,7 @@ class ServeLoop:
                         self.counters.add(result.counters)
                         self.last_ok, self.runs = result.ok, self.runs + 1
                     except RunLocked as exc:  # a `ragsync run` holds the state: next tick
-                        log.info("%s", exc)
+                        log.debug("%s", exc)
                     except Exception:  # the daemon outlives one failed pass; it is logged
                         log.exception("sync pass failed")
                         self.last_ok = False
@@ -74,30 +90,125 @@ class ServeLoop:
                 self.wake.clear()
 
 
-def verify_hook(secret: str, body: bytes, headers: dict[str, str]) -> str | None:
-    """The delivery id of a correctly signed hook, or None.
+@dataclass(frozen=True)
+class Delivery:
+    """A correctly signed hook delivery.
 
-    Standard Webhooks (timestamp tolerance 5 minutes, via the ``standardwebhooks`` package) or
-    GitHub's ``X-Hub-Signature-256: sha256=<hex>`` (constant-time comparison).
+    Attributes:
+        id: the delivery id (``webhook-id``, or ``X-GitHub-Delivery``; None when a GitHub
+            delivery has none).
+        body_digest: for a GitHub delivery, the SHA-256 hex of its body: the part its
+            signature covers, so the part a replay cannot change.
+    """
+
+    id: str | None
+    body_digest: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The delivery's name in log lines."""
+        return self.id or f"sha256:{(self.body_digest or '')[:16]}"
+
+
+def verify_hook(secret: str, body: bytes, headers: dict[str, str]) -> Delivery | None:
+    """The delivery of a correctly signed hook, or None.
+
+    Standard Webhooks (timestamp tolerance 5 minutes, via the ``standardwebhooks`` package;
+    the signature covers the id, so a delivery is known by its id) or GitHub's
+    ``X-Hub-Signature-256: sha256=<hex>`` (constant-time comparison; the signature covers the
+    body only, so a delivery is known by its body digest as well as its id).
+
+    Args:
+        secret: the source's resolved ``webhook_secret``.
+        body: the raw request body.
+        headers: the request headers, names in lower case.
     """
     if "webhook-signature" in headers:
         try:
             Webhook(secret).verify(body, headers, json_parse=False)
         except (WebhookVerificationError, ValueError):
             return None
-        return headers.get("webhook-id")
+        return Delivery(headers.get("webhook-id"))
     github = headers.get("x-hub-signature-256", "")
     if github.startswith("sha256="):
         expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
         if hmac.compare_digest(github[7:], expected):
-            return headers.get("x-github-delivery") or hashlib.sha256(body).hexdigest()
+            digest = hashlib.sha256(body).hexdigest()
+            return Delivery(headers.get("x-github-delivery") or None, body_digest=digest)
     return None
 
 
-def create_app(config: Config, loop: ServeLoop | None = None) -> Starlette:
-    """The ASGI app of `ragsync serve` (its sync loop is started by the app's lifespan)."""
+def hook_secrets(config: Config) -> dict[str, str]:
+    """Each source's resolved ``webhook_secret``, by source id.
+
+    A source whose secret names an unset environment variable, or resolves to a value that
+    is no webhook secret (empty, a malformed ``whsec_…``), is left out, with one warning
+    naming the source and the key: its hook endpoint answers 404, as for a source without a
+    secret, and the rest of the daemon runs.
+    """
+    secrets: dict[str, str] = {}
+    for source in config.sources:
+        if not source.webhook_secret:
+            continue
+        key = f"sources.{source.id}.webhook_secret"
+        try:
+            secret = resolve_secret(source.webhook_secret, key=key, check=hook_secret)
+        except ConfigError as exc:
+            log.warning("source %r: webhook disabled (404): %s: %s", source.id, key, exc.detail)
+            continue
+        if secret:  # None only for a source without the key, skipped above
+            secrets[source.id] = secret
+    return secrets
+
+
+class StateBusy(Exception):
+    """The state DB stayed locked by another writer for longer than a request may wait."""
+
+
+async def off_loop(call: Callable[[], T]) -> T:
+    """``call()`` in a worker thread, so that the event loop (and ``/healthz``) never waits
+    for the state DB; the request waits at most :data:`STATE_WAIT` plus a grace second.
+
+    Raises:
+        StateBusy: SQLite's busy timeout ran out ("database is locked"), or the bound did
+            (the abandoned call may still complete: a delivery it commits late is then a
+            duplicate when the sender retries, so nothing is lost or queued twice).
+    """
+    with anyio.move_on_after(STATE_WAIT + 1.0):
+        try:
+            return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise StateBusy(str(exc)) from exc
+            raise
+    raise StateBusy(f"no answer from the state DB within {STATE_WAIT + 1.0:.0f} s")
+
+
+def busy(exc: StateBusy) -> Response:
+    """503 with ``Retry-After``: the sender retries, and nothing was queued."""
+    log.warning("state DB busy, answered 503: %s", exc)
+    return JSONResponse(
+        {"error": "state DB busy, retry later"},
+        503,
+        headers={"Retry-After": str(RETRY_AFTER)},
+    )
+
+
+def create_app(config: Config, loop: ServeLoop | None = None, *, listen: str = "") -> Starlette:
+    """The ASGI app of `ragsync serve` (its sync loop is started by the app's lifespan).
+
+    Args:
+        config: the configuration.
+        loop: the sync loop (default: a new one); tests pass one already stopped.
+        listen: the address it is served on, for the start-up log line.
+    """
     loop = loop or ServeLoop(config)
-    reader = Syncer(config)  # its own state connection, used from the event loop only
+    secrets = hook_secrets(config)
+    # The receiver's own state connection, used from worker threads (see off_loop); its
+    # waits for another writer are bounded, so a busy DB is a 503, never a hung request.
+    state = StateDB.from_config(config.state)
+    state.wait_for_writers_at_most(STATE_WAIT)
+    reader = Syncer(config, state=state)
     registry = CollectorRegistry()
     totals = {
         name: Counter(f"ragsync_{name}", f"ragsync counter {name}", registry=registry)
@@ -111,12 +222,8 @@ def create_app(config: Config, loop: ServeLoop | None = None) -> Starlette:
     async def hook(request: Request) -> Response:
         source_id = request.path_params["source_id"]
         source = next((s for s in config.sources if s.id == source_id), None)
-        secret = (
-            resolve_env(source.webhook_secret, key=f"{source_id}.webhook_secret")
-            if source and source.webhook_secret
-            else None
-        )
-        if source is None or not secret:
+        secret = secrets.get(source_id)
+        if source is None or secret is None:
             return JSONResponse({"error": f"no webhook for source {source_id!r}"}, 404)
         body = bytearray()
         async for piece in request.stream():
@@ -135,45 +242,70 @@ def create_app(config: Config, loop: ServeLoop | None = None) -> Starlette:
             return JSONResponse(
                 {"error": 'body must be JSON: {"urls": [...]} or {"ids": [...]}'}, 400
             )
-        outside = [url for url in urls if not owns(source, url, base_dir=config.base_dir)]
-        if outside:
-            return JSONResponse({"error": "outside the source's scope", "urls": outside}, 422)
-        queued = reader.state.targets.add(
-            source_id,
-            urls,
-            record_ids=ids,
-            reason="webhook",
-            delivery_id=delivery,
-            at=iso(utc_now()),
-        )
+        try:
+            # The source's scope, URL by URL, as for `resync` (README "Targeted re-sync").
+            outside = await off_loop(
+                lambda: [url for url in urls if not owns(source, url, base_dir=config.base_dir)]
+            )
+            if outside:
+                return JSONResponse({"error": "outside the source's scope", "urls": outside}, 422)
+            queued = await off_loop(
+                lambda: state.targets.add(
+                    source_id,
+                    urls,
+                    record_ids=ids,
+                    reason="webhook",
+                    delivery_id=delivery.id,
+                    body_digest=delivery.body_digest,
+                    at=iso(utc_now()),
+                )
+            )
+        except StateBusy as exc:
+            return busy(exc)
         if queued is None:
+            log.info("hook %s: delivery %s is a duplicate, ignored", source_id, delivery.label)
             return JSONResponse({"duplicate": True, "queued": 0}, 200)
+        log.info(
+            "hook %s: delivery %s accepted, %d URL(s) and %d id(s) queued",
+            source_id,
+            delivery.label,
+            len(urls),
+            len(ids),
+        )
         loop.wake.set()
         return JSONResponse({"queued": queued}, 202)
 
     async def healthz(request: Request) -> Response:
+        # No state DB read: liveness must not depend on the DB's write lock.
         return JSONResponse({"ok": True, "runs": loop.runs, "last_run_ok": loop.last_ok})
 
+    def read_gauges() -> tuple[int, str]:
+        oldest = min((state.documents.oldest_check(s.id) or "" for s in config.sources), default="")
+        return state.targets.count(), oldest
+
     async def metrics(request: Request) -> Response:
+        try:
+            depth, oldest = await off_loop(read_gauges)
+        except StateBusy as exc:
+            return busy(exc)
         current = loop.counters.as_dict()
         for name, value in current.items():
             delta = value - getattr(exported, name)
             if delta > 0:
                 totals[name].inc(delta)
                 setattr(exported, name, value)
-        queue_depth.set(reader.state.targets.count())
-        oldest = min(
-            (reader.state.documents.oldest_check(s.id) or "" for s in config.sources), default=""
-        )
+        queue_depth.set(depth)
         if oldest:
-            moment = parse_iso(oldest)
-            lag.set((utc_now() - moment).total_seconds())
+            lag.set((utc_now() - parse_iso(oldest)).total_seconds())
         last_ok.set(1 if loop.last_ok else 0)
         return PlainTextResponse(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     async def status(request: Request) -> Response:
         # The sync loop owns the store: the daemon's status does not open it.
-        return JSONResponse(reader.status(count_points=False))
+        try:
+            return JSONResponse(await off_loop(lambda: reader.status(count_points=False)))
+        except StateBusy as exc:
+            return busy(exc)
 
     thread: dict[str, Any] = {}
 
@@ -181,6 +313,8 @@ def create_app(config: Config, loop: ServeLoop | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         thread["loop"] = threading.Thread(target=loop.loop, name="ragsync-sync", daemon=True)
         thread["loop"].start()
+        names = [f"{s.id} (webhook)" if s.id in secrets else s.id for s in config.sources]
+        log.info("serving on %s; sources: %s", listen or "(ASGI app)", ", ".join(names))
         yield
         loop.stop.set()
         loop.wake.set()
@@ -209,5 +343,10 @@ def serve(config: Config, listen: str | None = None) -> None:
     # handler it found: ours turns a requested stop into exit code 0.
     signal.signal(signal.SIGTERM, exit_cleanly)
     signal.signal(signal.SIGINT, exit_cleanly)
-    host, _, port = (listen or config.server.listen).rpartition(":")
-    uvicorn.run(create_app(config), host=host or "127.0.0.1", port=int(port), log_level="warning")
+    host, port = parse_listen(listen or config.server.listen)
+    if logging.getLogger().getEffectiveLevel() < logging.ERROR:  # not `-q`
+        # A daemon's own lines (start, each accepted hook) are shown at the default verbosity.
+        log.setLevel(min(log.getEffectiveLevel(), logging.INFO))
+    shown = f"[{host}]" if ":" in host else host
+    app = create_app(config, listen=f"http://{shown}:{port}")
+    uvicorn.run(app, host=host, port=port, log_level="warning")

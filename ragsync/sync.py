@@ -184,7 +184,7 @@ class Syncer:
             return True
         if any(source_due(self.engine, source, now) for source in self.config.sources):
             return True
-        next_due = self.state.runs.next_due()
+        next_due = self.state.runs.next_due([source.id for source in self.config.sources])
         return next_due is not None and next_due <= iso(now)
 
     def watch(self, *, stop: threading.Event | None = None, max_sleep: float = 300.0) -> None:
@@ -194,7 +194,7 @@ class Syncer:
         stop = stop or threading.Event()
         while not stop.is_set():
             self.run(wait=True)  # a `ragsync run` in progress: take the next turn
-            next_due = self.state.runs.next_due()
+            next_due = self.state.runs.next_due([source.id for source in self.config.sources])
             wait = max_sleep
             if next_due:
                 seconds = (parse_iso(next_due) - self.clock()).total_seconds()

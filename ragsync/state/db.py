@@ -124,6 +124,13 @@ class StateDB:
     def close(self) -> None:
         self.db.close()
 
+    def wait_for_writers_at_most(self, seconds: float) -> None:
+        """From now on, wait at most ``seconds`` for another connection's write lock, then
+        fail with ``sqlite3.OperationalError`` ("database is locked"); opening the DB waits
+        30 s. SQLite only (its busy timeout): on PostgreSQL the caller bounds the wait."""
+        if not self.postgres:
+            self.db.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+
     @contextlib.contextmanager
     def write(self) -> Iterator[None]:
         """A write transaction; nested use is a savepoint.

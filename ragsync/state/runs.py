@@ -136,11 +136,21 @@ class Runs(Repository):
             "reasons": json.loads(row["listing_reasons"] or "[]"),
         }
 
-    def next_due(self) -> str | None:
-        """The earliest time anything is due: a source, a page check or a retry."""
+    def next_due(self, source_ids: Sequence[str]) -> str | None:
+        """The earliest time a pass over ``source_ids`` has something to do: a listing, a page
+        check or a retry — the rows :meth:`ragsync.state.documents.Documents.list_due` would
+        return, and nothing a pass never handles (records refreshed by their API, rows of a
+        source no longer configured): such a row would keep a daemon passing, idle, forever."""
+        if not source_ids:
+            return None
+        marks = ",".join("?" * len(source_ids))
         sql = (
-            "select min(t) from (select min(next_run_at) as t from schedule "
-            "union all select min(next_check_at) from documents where status != 'tombstoned' "
-            "union all select min(next_retry_at) from fetch_attempts where state = 'retrying')"
+            f"select min(t) from (select min(next_run_at) as t from schedule "
+            f"where source_id in ({marks}) "
+            f"union all select min(next_check_at) from documents where source_id in ({marks}) "
+            "and status != 'tombstoned' and extractor != 'record' "
+            f"union all select min(next_retry_at) from fetch_attempts where source_id in ({marks}) "
+            "and state = 'retrying' and doc_key not like source_id || ':id:%') as due"
         )
-        return self.db.execute(sql).fetchone()[0]
+        ids = list(source_ids)
+        return self.db.execute(sql, ids * 3).fetchone()[0]

@@ -1,5 +1,6 @@
 """The targeted queue: ``queue`` (URLs and record ids to re-sync now, from webhooks and
-``resync``) and ``deliveries`` (webhook deliveries already received, so a retry adds nothing)."""
+``resync``) and ``deliveries`` (webhook deliveries already received, by delivery id and, for
+GitHub deliveries, by body digest, so a retry or a replay adds nothing)."""
 
 from __future__ import annotations
 
@@ -21,30 +22,41 @@ class Targets(Repository):
         reason: str,
         at: str,
         delivery_id: str | None = None,
+        body_digest: str | None = None,
         record_ids: Sequence[str] = (),
     ) -> int | None:
-        """Queue targeted re-syncs; return how many, or None when ``delivery_id`` was seen
-        before (nothing is queued twice for one delivery)."""
+        """Queue targeted re-syncs; return how many.
+
+        A webhook delivery is remembered by ``delivery_id`` and, when given, by ``body_digest``
+        (the SHA-256 hex of a GitHub delivery's body: GitHub's signature covers the body, not
+        its delivery id, so a replay may come with any id). When either was seen before for
+        this source, nothing is queued and None is returned.
+        """
+        keys = [f"{source_id}:{delivery_id}"] if delivery_id is not None else []
+        if body_digest is not None:
+            keys.append(f"{source_id}:sha256:{body_digest}")
         with self.state.write():
-            if delivery_id is not None:
-                sql = "select 1 from deliveries where delivery_id = ?"
-                if self.db.execute(sql, [f"{source_id}:{delivery_id}"]).fetchone():
+            if keys:
+                # PostgreSQL: two copies of one delivery at once must not both pass the check.
+                self.state.lock("ragsync-deliveries")
+                sql = "select 1 from deliveries where delivery_id in ({marks})"
+                if next(self.state.query_in(sql, keys), None) is not None:
                     return None
-                self.db.table("deliveries").insert(
-                    {
-                        "delivery_id": f"{source_id}:{delivery_id}",
-                        "source_id": source_id,
-                        "received_at": at,
-                    },
+                self.db.table("deliveries").insert_all(
+                    [
+                        {"delivery_id": key, "source_id": source_id, "received_at": at}
+                        for key in keys
+                    ],
                     pk="delivery_id",
                 )
+            recorded = delivery_id or (f"sha256:{body_digest}" if body_digest else None)
             rows = [
                 {
                     "source_id": source_id,
                     "url": url,
                     "record_id": None,
                     "reason": reason,
-                    "delivery_id": delivery_id,
+                    "delivery_id": recorded,
                     "enqueued_at": at,
                 }
                 for url in urls
@@ -55,7 +67,7 @@ class Targets(Repository):
                     "url": None,
                     "record_id": rid,
                     "reason": reason,
-                    "delivery_id": delivery_id,
+                    "delivery_id": recorded,
                     "enqueued_at": at,
                 }
                 for rid in record_ids
