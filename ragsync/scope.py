@@ -13,6 +13,7 @@ local development keeps working).
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import ipaddress
 from collections.abc import Iterable
@@ -34,10 +35,8 @@ def hostname(url: str) -> str:
     >>> hostname("http://[::1]:8080/"), hostname("http://Bücher.example/")
     ('::1', 'xn--bcher-kva.example')
     """
-    try:
+    with contextlib.suppress(ValueError):  # not an http(s) URL: its host as written
         url = canonical_url(url)
-    except ValueError:
-        pass  # not an http(s) URL: its host as written
     try:
         return (urlsplit(url).hostname or "").lower()
     except ValueError:

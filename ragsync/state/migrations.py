@@ -256,7 +256,7 @@ def _m008_workers(db: Any) -> None:
             "position": int,
             "url": str,
             "lastmod": str,
-            "record": str,  # JSON: an API record's id/content/title/deleted, a published URL; or null
+            "record": str,  # JSON: API record fields, a published URL; or null
             "unlisted": int,
             "owner": str,
             "lease_until": float,
