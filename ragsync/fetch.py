@@ -40,6 +40,7 @@ from ragsync.transport import (
     internal_addresses,
     time_left,
 )
+from ragsync.urls import split_url
 
 
 class HopGate(Protocol):
@@ -233,6 +234,11 @@ class Fetcher:
         if target is None:
             reason = f"HTTP {response.status} from {response.url} without a usable Location"
             raise FetchError(url, reason, status=response.status, transient=False)
+        try:
+            split_url(target)  # the URL Standard's reading: credentials, a broken host
+        except ValueError as exc:
+            reason = f"HTTP {response.status} from {response.url} to an unusable URL: {exc}"
+            raise FetchError(url, reason, status=response.status, transient=False) from None
         limit = self.config.max_redirects
         if len(followed) > limit or target in {hop_url for _, hop_url in followed}:
             raise FetchError(url, f"redirect loop or chain over {limit}", transient=False)

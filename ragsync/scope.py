@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ragsync.config import SourceConfig
-from ragsync.urls import canonical_url
+from ragsync.urls import canonical_url, in_scope
 
 
 def hostname(url: str) -> str:
@@ -67,12 +67,18 @@ class Scope:
         hosts: the hosts of the source's own URLs.
         patterns: its ``allowed_hosts`` globs (``*.example.org``).
         allow_private: its ``allow_private_networks``.
+        include, exclude: its URL globs, the paths a page may have (not discovery documents:
+            a sitemap's children or robots.txt lie wherever the site puts them).
+        strip_params: its ``strip_params`` (the patterns match canonical URLs).
     """
 
     source_id: str
     hosts: frozenset[str]
     patterns: tuple[str, ...] = ()
     allow_private: bool = False
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    strip_params: tuple[str, ...] = ()
 
     def refuse(self, url: str) -> str | None:
         """Why ``url`` lies outside the scope, or None when it may be requested.
@@ -93,6 +99,27 @@ class Scope:
             return None
         return f"outside source {self.source_id}'s hosts: {url}"
 
+    def refuse_page(self, url: str) -> str | None:
+        """Why a *page* at ``url`` lies outside the source — another host, or a URL its
+        ``include``/``exclude`` patterns leave out — or None.
+
+        >>> scope = Scope("docs", frozenset({"docs.example.org"}), include=("*/v2/*",))
+        >>> scope.refuse_page("https://docs.example.org/v2/a") is None
+        True
+        >>> scope.refuse_page("https://docs.example.org/admin")
+        "outside source docs's include/exclude patterns: https://docs.example.org/admin"
+        """
+        refusal = self.refuse(url)
+        if refusal is not None:
+            return refusal
+        try:
+            canonical = canonical_url(url, self.strip_params)
+        except ValueError as exc:
+            return str(exc)
+        if not in_scope(canonical, self.include, self.exclude):
+            return f"outside source {self.source_id}'s include/exclude patterns: {url}"
+        return None
+
     def private_ok(self, url: str) -> bool:
         """Whether a request to ``url`` may connect to an internal address: the source allows
         private networks, or the host is one of its own configured hosts."""
@@ -109,7 +136,15 @@ def scope_of(source: SourceConfig, base_dir: Path | str = ".") -> Scope:
         urls.extend(_listed_urls(Path(base_dir) / urls_file))
     hosts = frozenset(host for host in map(hostname, urls) if host)
     patterns = tuple(pattern.lower() for pattern in source.allowed_hosts)
-    return Scope(source.id, hosts, patterns, source.allow_private_networks)
+    return Scope(
+        source.id,
+        hosts,
+        patterns,
+        source.allow_private_networks,
+        include=source.include,
+        exclude=source.exclude,
+        strip_params=source.strip_params,
+    )
 
 
 def _listed_urls(path: Path) -> Iterable[str]:

@@ -128,6 +128,18 @@ def test_a_redirect_without_a_usable_location_is_terminal(sites, fetcher, locati
     assert info.value.status == 301
 
 
+def test_a_redirect_to_a_url_with_credentials_is_terminal_and_never_shows_them(sites, fetcher):
+    site, _ = sites
+    port = site.base_url.rsplit(":", 1)[1]
+    site.fault = lambda path, _: (
+        (308, {"Location": f"http://user:pw@127.0.0.1:{port}/y"}, b"") if path == "/x" else None
+    )
+    with pytest.raises(FetchError, match="unusable URL: URL with credentials refused") as info:
+        fetcher.get(site.base_url + "/x")
+    assert not info.value.transient and "pw" not in str(info.value)
+    assert [hit.path for hit in site.hits] == ["/x"]
+
+
 def test_every_hop_passes_its_own_hosts_gate(sites, fetcher):
     site, other = sites
     site.fault = lambda path, headers: (

@@ -133,9 +133,9 @@ class PageChecker:
             return self.robots.allowed(url)
 
     def refuse(self, url: str) -> str | None:
-        """Why a hop to ``url`` may not be requested (outside the scope, or disallowed by its
-        host's robots.txt), or None."""
-        refusal = self.scope.refuse(url)
+        """Why a hop to ``url`` may not be requested (outside the source: its hosts and its
+        include/exclude patterns; or disallowed by its host's robots.txt), or None."""
+        refusal = self.scope.refuse_page(url)
         if refusal is None and not self.allowed(url):
             refusal = self.robots.unreachable(url) or f"disallowed by robots.txt: {url}"
         return refusal
@@ -279,7 +279,10 @@ class PageChecker:
         left it), disallowed by the target host's robots.txt, or that host's robots.txt could
         not be read (retried)."""
         target = refused.target
-        if self.scope.refuse(target) is not None:
+        outside = self.scope.refuse_page(target)
+        if outside is not None and target == refused.url:  # its own URL left the patterns
+            return Missing(page, exchange, reason=f"no longer in the source: {outside}")
+        if outside is not None:
             return Missing(page, exchange, reason=f"redirects out of the source to {target}")
         unreachable = self.robots.unreachable(target)
         if unreachable:

@@ -135,6 +135,11 @@ class SourceListing:
         unique: dict[str, Candidate] = {}
         for candidate in found:
             if candidate.record_id is not None:  # an API record: the provider's id is the key
+                fetched = candidate.content is None and not candidate.deleted  # its url_field
+                refusal = self.scope.refuse(candidate.url) if fetched else None
+                if refusal is not None:
+                    self.refused(refusal)
+                    continue
                 key = api_record_key(source.id, candidate.record_id)
                 if key not in seen:
                     unique[key] = candidate

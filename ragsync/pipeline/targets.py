@@ -18,7 +18,6 @@ from ragsync.identity import api_record_key
 from ragsync.pipeline.context import Engine, Pass
 from ragsync.pipeline.source import SourceSync
 from ragsync.scope import scope_of
-from ragsync.urls import canonical_url, in_scope
 
 log = logging.getLogger("ragsync")
 
@@ -44,13 +43,7 @@ def by_source(
 def owns(source: SourceConfig, url: str, *, base_dir: str | Path = ".") -> bool:
     """Whether ``url`` lies in ``source``'s scope: its hosts (:mod:`ragsync.scope`) and its
     include/exclude patterns (what a webhook or `resync` may ask ragsync to fetch)."""
-    try:
-        url = canonical_url(url, source.strip_params)
-    except ValueError:
-        return False
-    if not in_scope(url, source.include, source.exclude):
-        return False
-    return scope_of(source, base_dir).refuse(url) is None
+    return scope_of(source, base_dir).refuse_page(url) is None
 
 
 def queue_urls(engine: Engine, urls: Sequence[str], *, source: str | None = None) -> None:

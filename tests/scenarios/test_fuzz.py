@@ -35,6 +35,7 @@ import pytest
 from protego import Protego
 
 from ragsync.config import Config
+from ragsync.errors import ConfigError
 from ragsync.connectors.feed import parse_feed
 from ragsync.connectors.sitemap import parse_sitemap
 from ragsync.fetch import header_bytes
@@ -386,10 +387,13 @@ def keep_pages(request: Request) -> Answer:
     return Answer(404, ((b"Content-Type", b"text/plain"),), b"not found")
 
 
-def expected_listing(kind: str, answer: Answer) -> tuple[str, list[str], list[str]] | None:
+def expected_listing(
+    kind: str, answer: Answer, url: str
+) -> tuple[str, list[str], list[str]] | None:
     """``(verdict, pages, children)`` of a root document: whether it can be read whole
     (:func:`tests.support.fuzzing.sitemap_verdict`, or the feed parser), and what its listing
-    lists (from the connector's own parser). None when the client reads another body than the
+    lists (from the connector's own parser, given what the engine gives it: the document's
+    ``url`` and any ``Content-Location``). None when the client reads another body than the
     origin sends (a Content-Encoding)."""
     if any(name.lower() == b"content-encoding" for name, _ in answer.headers):
         return None
@@ -397,7 +401,16 @@ def expected_listing(kind: str, answer: Answer) -> tuple[str, list[str], list[st
         return "broken", [], []  # never read: the fetch refuses it
     if kind == "feed":
         try:
-            return "whole", [entry["link"] for entry in parse_feed(answer.body)["entries"]], []
+            where = next(
+                (
+                    v.decode("latin-1")
+                    for n, v in answer.headers
+                    if n.lower() == b"content-location"
+                ),
+                None,
+            )
+            feed = parse_feed(answer.body, url=url, content_location=where)
+            return "whole", [entry["link"] for entry in feed["entries"]], []
         except Exception:  # the engine wraps whatever a parser raises: an unreadable document
             return "broken", [], []
     verdict = sitemap_verdict(answer.body)
@@ -409,10 +422,16 @@ def expected_listing(kind: str, answer: Answer) -> tuple[str, list[str], list[st
 
 
 def listing_problems(
-    state: StateDB, report: dict[str, Any], kind: str, case: Case, disallowed: Callable[[str], bool]
+    state: StateDB,
+    report: dict[str, Any],
+    kind: str,
+    case: Case,
+    url: str,
+    disallowed: Callable[[str], bool],
 ) -> list[str]:
     """A listing says it is incomplete when its document could not be read whole, is
-    complete when it could, and every page it lists ends indexed or with a reason."""
+    complete when it could, and every page it lists ends indexed or with a reason. ``url``
+    is where the source reads the document."""
     outcome = report["sources"].get(case.case_id)
     if outcome is None:
         return [f"{case.case_id}: the report has no outcome for the source"]
@@ -421,7 +440,7 @@ def listing_problems(
     recorded = state.runs.get_listing(case.case_id)
     if recorded is None or recorded["complete"] != (not incomplete):
         problems.append(f"{case.case_id}: the stored listing {recorded} disagrees with the report")
-    expected = expected_listing(kind, case.answers[case.path])
+    expected = expected_listing(kind, case.answers[case.path], url)
     if expected is None:
         return problems
     verdict, pages, children = expected
@@ -491,7 +510,8 @@ def test_discovery(tmp_path: Path, origin: FuzzOrigin, mutator: type[Mutator], b
             break
         with runs.state() as state:
             for case in batch_cases:
-                runs.note(listing_problems(state, report, kind, case, disallowed))
+                url = origin.url(0, case.path)
+                runs.note(listing_problems(state, report, kind, case, url, disallowed))
         requests = origin.requests[seen:]
         runs.note(discovery_bounds(requests, batch_cases))
         if mutator is not SitemapIndex:  # an index's children are documents wherever they are
@@ -792,7 +812,12 @@ def test_defect_extraction_without_time_budget(tmp_path: Path, origin: FuzzOrigi
 
 
 def test_defect_invalid_idna_host_escapes_the_fetcher(tmp_path: Path, origin: FuzzOrigin) -> None:
-    source = {"id": "issue", "kind": "urls", "urls": ["http://12\u00e3(7.0.0.1/x"]}
+    url = "http://12\u00e3(7.0.0.1/x"
+    with pytest.raises(ConfigError, match=r"sources\[0\]\.urls\[0\]: not an absolute"):
+        config_for(tmp_path, [{"id": "issue", "kind": "urls", "urls": [url]}])
+    # A file is read at run time: the URL reaches the listing, which names it.
+    (tmp_path / "urls.txt").write_text(url + "\n", encoding="utf-8")
+    source = {"id": "issue", "kind": "urls", "urls_file": "urls.txt"}
     runs = Runs(tmp_path, config_for(tmp_path, [source]), "IDNA host")
     report = runs.run()
     assert report is not None, runs.problems
@@ -802,7 +827,7 @@ def test_defect_invalid_idna_host_escapes_the_fetcher(tmp_path: Path, origin: Fu
                 state,
                 report,
                 "issue",
-                [Listed("idna", source["urls"][0], "")],
+                [Listed("idna", url, "")],
                 disallowed=lambda url: False,
             )
         )

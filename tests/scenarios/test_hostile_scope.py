@@ -7,6 +7,7 @@ request at all — not even for robots.txt — in any of these tests.
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -191,3 +192,55 @@ def test_resync_and_hooks_use_the_same_scope_for_a_urls_file_source(tmp_path, em
         with pytest.raises(ValueError, match="outside the scope"):
             syncer.resync(["http://evil.example/x"])
         assert syncer.resync([f"{site.base_url}/guide/page-0"]).ok
+
+
+def test_a_targeted_page_that_redirects_off_the_source_is_not_followed(
+    site, internal, tmp_path, embedder
+):
+    """A hook or `resync` for an in-scope URL cannot reach another host through a redirect."""
+    target = internal.base_url + SECRET
+    with syncer_for(tmp_path, embedder, sitemap_source(site)) as syncer:
+        syncer.run()
+        site.fault = lambda path, headers: (
+            (301, {"Location": target}, b"") if path == "/guide/page-0" else None
+        )
+        result = syncer.resync([f"{site.base_url}/guide/page-0"])
+        assert not any(url.startswith(internal.base_url) for url in indexed_urls(syncer))
+        # One observation of "gone from the source" (the redirect): suspected, content kept.
+        document = syncer.state.documents.get(f"docs:{site.base_url}/guide/page-0")
+        assert document is not None and document["status"] == "suspected_missing"
+    assert result.counters.responses_404 == 1
+
+
+def test_api_record_urls_outside_the_scope_are_never_requested(site, internal, tmp_path, embedder):
+    records = [
+        {"id": 1, "link": f"{site.base_url}/guide/page-0"},
+        {"id": 2, "link": internal.base_url + SECRET},
+    ]
+    body = json.dumps({"items": records}).encode()
+    site.fault = lambda path, headers: (
+        (200, {"Content-Type": "application/json"}, body) if path == "/api" else None
+    )
+    source = {"id": "docs", "kind": "http_api", "url": site.base_url + "/api", "url_field": "link"}
+    with syncer_for(tmp_path, embedder, source) as syncer:
+        result = syncer.run()
+        assert indexed_urls(syncer) == {f"{site.base_url}/guide/page-0"}
+    assert result.counters.out_of_scope == 1
+    assert any(internal.base_url in e for e in result.sources["docs"].errors)
+
+
+def test_a_redirect_to_a_path_the_source_excludes_is_not_requested(site, tmp_path, embedder):
+    """``include``/``exclude`` are the source's path scope: checked on every hop too."""
+    site.fault = lambda path, headers: (
+        (301, {"Location": f"{site.base_url}/private/secret"}, b"")
+        if path == "/guide/page-1"
+        else None
+    )
+    source = sitemap_source(site, include=[f"{site.base_url}/guide/*"])
+    with syncer_for(tmp_path, embedder, source) as syncer:
+        result = syncer.run()
+        attempts = {a["url"]: a for a in syncer.state.attempts.list()}
+    assert not [hit for hit in site.hits if hit.path.startswith("/private")]
+    assert result.counters.responses_404 == 1  # evidence the page left the source
+    reason = attempts[f"{site.base_url}/guide/page-1"]["last_error"]
+    assert reason == f"redirects out of the source to {site.base_url}/private/secret"
