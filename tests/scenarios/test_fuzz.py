@@ -35,9 +35,9 @@ import pytest
 from protego import Protego
 
 from ragsync.config import Config
-from ragsync.errors import ConfigError
 from ragsync.connectors.feed import parse_feed
 from ragsync.connectors.sitemap import parse_sitemap
+from ragsync.errors import ConfigError
 from ragsync.fetch import header_bytes
 from ragsync.state import StateDB
 from tests.support import make_config
