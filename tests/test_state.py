@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 import zlib
 
 import pytest
@@ -173,3 +174,22 @@ def test_a_postgres_url_takes_its_password_from_the_environment_and_never_shows_
     with pytest.raises(StateError, match="cannot connect") as failed:
         StateDB("postgresql://ragsync:s3cret@127.0.0.1:9/ragsync", connect_timeout=0.5)
     assert "s3cret" not in str(failed.value) and "ragsync:***@127.0.0.1:9" in str(failed.value)
+
+
+def test_opening_a_fresh_sqlite_db_waits_for_another_process_creating_it(tmp_path):
+    """Switching a new file to WAL needs it alone; SQLite says "locked" at once while another
+    connection writes (two runs started together on a new state): opening waits instead."""
+    path = tmp_path / "state.db"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("CREATE TABLE creating (x)")
+    release = threading.Timer(0.3, lambda: other.execute("COMMIT"))
+    release.start()
+    try:
+        state = StateDB(str(path))
+        assert state.migrate() == []  # opened, migrated, and the other writer's table is there
+        assert "creating" in state.db.table_names()
+        state.close()
+    finally:
+        release.join()
+        other.close()

@@ -45,6 +45,7 @@ from ragsync.state.work import WorkQueue
 
 T = TypeVar("T")
 
+OPEN_WAIT = 30.0  # seconds: how long opening waits for another process's write lock
 BATCH = 500  # keys per ``IN (...)``: far below SQLite's and PostgreSQL's parameter limits
 
 
@@ -104,14 +105,29 @@ class StateDB:
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+            conn = sqlite3.connect(self.path, timeout=OPEN_WAIT, check_same_thread=False)
             self.db = Database(conn)
-            if self.path != ":memory:":
-                self.db.enable_wal()
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.migrate()
+            self._prepare()
         except sqlite3.DatabaseError as exc:
             raise StateError(f"{self.path}: cannot open the state DB: {exc}") from exc
+
+    def _prepare(self) -> None:
+        """WAL mode and migrations, waiting up to ``OPEN_WAIT`` for another process doing
+        the same: switching a fresh file to WAL needs it alone, and SQLite answers "database
+        is locked" at once, without its busy wait, while another connection is writing (two
+        runs started together on a new state DB)."""
+        deadline = time.monotonic() + OPEN_WAIT
+        while True:
+            try:
+                if self.path != ":memory:":
+                    self.db.enable_wal()
+                self.db.execute("PRAGMA synchronous=NORMAL")
+                self.migrate()
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     @classmethod
     def from_config(cls, config: StateConfig) -> StateDB:
