@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ragsync.models import Candidate, Checkpoint, Hit, Response
 
@@ -89,6 +89,22 @@ class Source(Protocol):
     def __init__(self, options: Any) -> None: ...
 
     def discover(self, ctx: DiscoveryContext) -> Iterator[Candidate | Checkpoint]: ...
+
+
+@runtime_checkable
+class Crawler(Protocol):
+    """A source whose listing is a crawl: ``discover`` yields its start pages, and the engine
+    follows their links in scope, breadth first, to ``max_depth`` hops and ``max_pages`` pages
+    (:mod:`ragsync.pipeline.crawl`)."""
+
+    @property
+    def start_urls(self) -> tuple[str, ...]: ...
+
+    @property
+    def max_depth(self) -> int: ...
+
+    @property
+    def max_pages(self) -> int: ...
 
 
 class VectorStore(Protocol):

@@ -17,6 +17,7 @@ from ragsync.errors import ExtractError, FetchError
 from ragsync.extract import canonical_link, content_hash, line_title, normalize_markdown
 from ragsync.extractpool import shared_pool
 from ragsync.fetch import OutOfScope
+from ragsync.links import PageLinks, page_links
 from ragsync.models import DocumentStatus, Extracted, Response, Verdict
 from ragsync.pipeline.context import Engine
 from ragsync.pipeline.outcomes import (
@@ -33,7 +34,7 @@ from ragsync.pipeline.outcomes import (
 )
 from ragsync.policy import HTML_TYPES, classify, raw_hash
 from ragsync.politeness import HostPaused, PoliteFetcher
-from ragsync.robots import RobotsPolicy, decode_robots
+from ragsync.robots import RobotsPolicy, decode_robots, product_token
 from ragsync.scope import Scope
 from ragsync.urls import canonical_url, host_of, in_scope
 
@@ -101,6 +102,8 @@ class PageChecker:
         fetcher: the pass's polite fetcher.
         discovery: the source's discovery context (robots.txt is read through its cache).
         scope: the source's scope.
+        follow_links: read each fetched page's outlinks and robots meta directives (a crawl
+            source): a page that says ``noindex`` is not indexed.
 
     The checker is the scope of its page requests (a :class:`ragsync.fetch.HopScope`): every
     hop must lie in the source's scope and be allowed by the robots.txt of its own host.
@@ -113,11 +116,14 @@ class PageChecker:
         fetcher: PoliteFetcher,
         discovery: DiscoveryContext,
         scope: Scope,
+        *,
+        follow_links: bool = False,
     ):
         self.engine = engine
         self.source = source
         self.fetcher = fetcher
         self.scope = scope
+        self.follow_links = follow_links
         self.robots = RobotsPolicy(
             lambda url: discovery.get_parsed(url, decode_robots),
             engine.config.fetch.user_agent,
@@ -254,24 +260,52 @@ class PageChecker:
     def read(
         self, page: Page, exchange: Exchange, response: Response, *, moved_to: str | None
     ) -> Outcome:
-        """A 200 with content: unchanged (same body or same Markdown) or changed."""
+        """A 200 with content: unchanged (same body or same Markdown) or changed; for a crawl
+        source, with the page's outlinks, and missing when it says ``noindex``."""
+        links = self.links(response)
         digest = raw_hash(response.body)
         document = page.document
         known = document if document and document["status"] != DocumentStatus.TOMBSTONED else None
+        if links is not None and links.noindex:
+            reason = "the page asks not to be indexed (robots noindex)"
+            if known is None:  # never indexed: read for its links only
+                return Skipped(page, exchange, why="noindex", reason=reason, links=links)
+            return Missing(page, exchange, reason=reason, links=links)  # indexed: pruned by rule
         if moved_to:
             known = None  # compared with the target record by the moves stage
         if known and known["raw_hash"] == digest:
-            return Unchanged(page, exchange, raw_hash=digest)
+            return Unchanged(page, exchange, raw_hash=digest, links=links)
         try:
             extracted = extract(self.engine, response)
         except ExtractError as exc:
             reason = f"parse failure: {exc.reason}"
             return Failed(page, exchange, moved_to=moved_to, reason=reason, verdict="parse_failure")
         if known and known["content_hash"] == extracted.content_hash:
-            return Unchanged(page, exchange, raw_hash=digest)
+            return Unchanged(page, exchange, raw_hash=digest, links=links)
         chunks = tuple(self.engine.chunker.chunk(extracted.markdown))
         return Changed(
-            page, exchange, extracted=extracted, chunks=chunks, raw_hash=digest, moved_to=moved_to
+            page,
+            exchange,
+            extracted=extracted,
+            chunks=chunks,
+            raw_hash=digest,
+            moved_to=moved_to,
+            links=links,
+        )
+
+    def links(self, response: Response) -> PageLinks | None:
+        """The outlinks of a body, when the source crawls (none in a body that is not HTML)."""
+        if not self.follow_links:
+            return None
+        if response.content_type not in HTML_TYPES:
+            return PageLinks()
+        agent = product_token(self.engine.config.fetch.user_agent)
+        return page_links(
+            response.body,
+            response.headers.get("content-type", ""),
+            response.url,
+            response.headers,
+            agent=agent,
         )
 
     def refused_hop(self, page: Page, exchange: Exchange, refused: OutOfScope) -> Outcome:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, TypedDict
 
+from ragsync.links import PageLinks
 from ragsync.models import Candidate, Chunk, Counters, Extracted, Response
 from ragsync.state.rows import DocumentRow
 
@@ -81,6 +82,8 @@ class Outcome:
             ``rel=canonical``, when not its own (resolved by the moves stage).
         moved_from: after a confirmed move, the record the page came from (retired after the
             commit).
+        links: for a crawl source, the outlinks of the body that answered (None when no body
+            was read: a 304 keeps the stored ones; README "Discovery").
         counter: the response counter the outcome adds to.
     """
 
@@ -88,6 +91,7 @@ class Outcome:
     exchange: Exchange = NO_REQUEST
     moved_to: str | None = None
     moved_from: Document | Origin | None = None
+    links: PageLinks | None = None
     counter: ClassVar[str | None] = None
 
     def count(self, counters: Counters) -> None:
@@ -161,15 +165,18 @@ class Deleted(Outcome):
 @dataclass(frozen=True)
 class Skipped(Outcome):
     """Not requested: robots.txt disallows it, its host is paused past ``max_pause_wait``, or it
-    lies outside the source's scope."""
+    lies outside the source's scope; or (``noindex``) a crawled page never indexed that asks
+    not to be: read for its links only."""
 
-    why: Literal["disallowed", "deferred", "out_of_scope"] = "disallowed"
+    why: Literal["disallowed", "deferred", "out_of_scope", "noindex"] = "disallowed"
     reason: str = ""
 
     def response_counter(self) -> str | None:
-        return {"disallowed": "robots_disallowed", "deferred": "deferred"}.get(
-            self.why, "out_of_scope"
-        )
+        return {
+            "disallowed": "robots_disallowed",
+            "deferred": "deferred",
+            "noindex": "noindex",
+        }.get(self.why, "out_of_scope")
 
 
 @dataclass(frozen=True)

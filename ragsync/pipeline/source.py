@@ -15,24 +15,28 @@ committed on the calling thread (README "Architecture").
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ragsync.config import SourceConfig
 from ragsync.discovery import DiscoveryContext
 from ragsync.identity import canonical_record_key
-from ragsync.models import Candidate, SourceOutcome, work_item
+from ragsync.models import Candidate, Checkpoint, SourceOutcome, work_item
 from ragsync.pipeline.check import PageChecker
 from ragsync.pipeline.commit import commit_outcomes
 from ragsync.pipeline.context import Pass
+from ragsync.pipeline.crawl import Crawl
 from ragsync.pipeline.listing import SourceListing, WorkItem, guarded
 from ragsync.pipeline.outcomes import Moving, Page
+from ragsync.protocols import Crawler
 from ragsync.registry import source_class
 from ragsync.scope import scope_of
 
 log = logging.getLogger("ragsync")
 
+Found = Iterator[Candidate | Checkpoint]
+"""What a connector's ``discover`` yields."""
 WINDOW_PAGES = 64  # pages fetched, then embedded and committed together
 
 
@@ -65,7 +69,18 @@ class SourceSync:
         # What a page missing from the listing means (see ragsync.protocols.Source.listing).
         self.listing_kind = getattr(self.connector, "listing", "complete")
         self.prunable = source.prune_unlisted and self.listing_kind == "complete"
-        self.checker = PageChecker(engine, source, run.fetcher, self.discovery, self.scope)
+        # A crawl source's listing follows its pages' links (README "Discovery").
+        self.crawl = None
+        if isinstance(self.connector, Crawler):
+            self.crawl = Crawl(engine, source, self.connector, self.scope, self.discovery)
+        self.checker = PageChecker(
+            engine,
+            source,
+            run.fetcher,
+            self.discovery,
+            self.scope,
+            follow_links=self.crawl is not None,
+        )
         self.window = max(WINDOW_PAGES, engine.config.fetch.concurrency * 2)
 
     def _listed(self, *, due_info: bool = True) -> SourceListing:
@@ -82,14 +97,10 @@ class SourceSync:
         listed = self._listed()
         found = guarded(self.connector.discover(self.discovery), self.discovery, source)
         with self._pool() as pool:
-            for batch, checkpoint in listed.batches(found):
-                counters.candidates_discovered += len(batch)
-                work = [(key, cand, False) for key, cand in batch]
-                self.check(pool, listed, work, queue=queue)
-                if checkpoint is not None:  # only now: everything it covers is committed
-                    self.engine.state.discovery.put_checkpoint(
-                        source.id, checkpoint.value, self.engine.now()
-                    )
+            if self.crawl is not None:
+                self.crawl_levels(pool, listed, found, queue=queue)
+            else:
+                self.batches(pool, listed, found, queue=queue)
             self.report.incomplete = list(self.discovery.incomplete_reasons)
             if self.report.incomplete:
                 counters.listings_incomplete += 1
@@ -102,6 +113,32 @@ class SourceSync:
             unlisted = [(key, cand, complete) for key, cand in listed.unlisted()]
             self.check(pool, listed, unlisted, queue=queue)
         return self.report
+
+    def batches(
+        self, pool: ThreadPoolExecutor, listed: SourceListing, found: Found, *, queue: bool
+    ) -> None:
+        """Check the listed pages in batches, each closed by the checkpoint after it."""
+        for batch, checkpoint in listed.batches(found):
+            self.report.counters.candidates_discovered += len(batch)
+            work = [(key, cand, False) for key, cand in batch]
+            self.check(pool, listed, work, queue=queue)
+            if checkpoint is not None:  # only now: everything it covers is committed
+                self.engine.state.discovery.put_checkpoint(
+                    self.source.id, checkpoint.value, self.engine.now()
+                )
+
+    def crawl_levels(
+        self, pool: ThreadPoolExecutor, listed: SourceListing, found: Found, *, queue: bool
+    ) -> None:
+        """Check a crawl source's pages level by level: the start pages, then the links of each
+        level's pages not seen yet, until none are left or a cap is reached."""
+        assert self.crawl is not None
+        self.crawl.queue = queue
+        level = listed.candidates(item for item in found if isinstance(item, Candidate))
+        while level := self.crawl.admit(level, listed.seen):
+            self.report.counters.candidates_discovered += len(level)
+            self.check(pool, listed, [(key, cand, False) for key, cand in level], queue=queue)
+            level = listed.candidates(self.crawl.next_level(level))
 
     def known(self, due: Sequence[tuple[str, str]]) -> SourceOutcome:
         """Check known pages ``(doc key, URL)`` whose own revisit (or retry) time came."""
@@ -159,6 +196,8 @@ class SourceSync:
         for start in range(0, len(work), self.window):
             part = work[start : start + self.window]
             documents = engine.state.documents.get_many([key for key, _, _ in part])
+            if self.crawl is not None:
+                documents = self.crawl.documents(documents)
             batch = [
                 Page(
                     key,
@@ -171,6 +210,8 @@ class SourceSync:
                 for key, candidate, unlisted in part
             ]
             checked = list(pool.map(self.checker.check, batch))
+            if self.crawl is not None:
+                self.crawl.store(checked)
             for host, (until, reason) in self.run.fetcher.take_new_pauses().items():
                 # At least: a longer pause another worker set meanwhile stands.
                 engine.state.hosts.pause_at_least(host, until, reason, engine.now())

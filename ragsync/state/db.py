@@ -30,6 +30,7 @@ from ragsync.config import StateConfig, resolve_env_url
 from ragsync.errors import StateError
 from ragsync.state.aliases import Aliases
 from ragsync.state.attempts import Attempts
+from ragsync.state.crawl import CrawlLinks
 from ragsync.state.discovery import Discovery
 from ragsync.state.documents import Documents
 from ragsync.state.embeddings import Embeddings
@@ -94,6 +95,7 @@ class StateDB:
         self.discovery = Discovery(self)
         self.outbox = Outbox(self)
         self.runs = Runs(self)
+        self.crawl_links = CrawlLinks(self)
         self.db: Any
         if self.postgres:
             from ragsync.state.postgres import PgDatabase, redact

@@ -282,6 +282,18 @@ def _m009_run_lock_and_listings(db: Any) -> None:
     db.table("aliases").add_column("verified_at", str)
 
 
+def _m010_crawl_links(db: Any) -> None:
+    # A crawl source's graph: each page's outlinks as last read (a JSON list), so that a 304
+    # reuses them and a no-change crawl costs one conditional request per page (README
+    # "Discovery").
+    db.table("crawl_links").create(
+        {"doc_key": str, "source_id": str, "links": str, "read_at": str},
+        pk="doc_key",
+        not_null={"source_id", "links"},
+    )
+    db.table("crawl_links").create_index(["source_id"])
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_initial", _m001_initial),
     ("002_failures_and_deletion", _m002_failures_and_deletion),
@@ -292,4 +304,5 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("007_schedule", _m007_schedule),
     ("008_workers", _m008_workers),
     ("009_run_lock_and_listings", _m009_run_lock_and_listings),
+    ("010_crawl_links", _m010_crawl_links),
 )

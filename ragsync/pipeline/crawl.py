@@ -1,0 +1,208 @@
+"""A crawl source's listing: its start pages, then their links in scope, breadth first.
+
+The pages of one level are checked and committed like any listed pages (a window at a time);
+the next level is the links of this level's pages: as read from the bodies fetched now, or, for
+a page that answered 304 or was not due, as stored when it was last read
+(``state.crawl_links``). So a page linked from a page changed in this pass is found in this
+pass, and a crawl that finds nothing changed costs one conditional request per page.
+
+The crawl is a complete listing — evidence that a known page it did not reach is gone (README
+"Deletion safety") — only when it ran to its end: no cap reached (``max_depth``, ``max_pages``),
+no page of it that failed, no page whose links are unknown.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import cast
+from urllib.parse import urlsplit
+
+from ragsync.config import SourceConfig
+from ragsync.discovery import DiscoveryContext
+from ragsync.identity import canonical_record_key
+from ragsync.links import MAX_LINKS
+from ragsync.models import Candidate, DocumentStatus
+from ragsync.pipeline.context import Engine
+from ragsync.pipeline.listing import Listed
+from ragsync.pipeline.outcomes import Document, Failed, NotModified, Outcome, Skipped
+from ragsync.protocols import Crawler
+from ragsync.scope import Scope, hostname
+from ragsync.urls import canonical_url
+
+log = logging.getLogger("ragsync")
+
+FAILURES_NAMED = 5  # pages that failed named per level in the incomplete reason; the rest counted
+
+
+def start_directory(url: str) -> str:
+    """The canonical URL prefix a start page's crawl stays under: its directory.
+
+    >>> start_directory("https://Docs.example.org/book/")
+    'https://docs.example.org/book/'
+    >>> start_directory("https://docs.example.org/book/intro.html?x=1")
+    'https://docs.example.org/book/'
+    >>> start_directory("https://docs.example.org/book")  # a file "book" in "/"
+    'https://docs.example.org/'
+    """
+    parts = urlsplit(canonical_url(url))
+    directory = parts.path[: parts.path.rfind("/") + 1] or "/"
+    return f"{parts.scheme}://{parts.netloc}{directory}"
+
+
+class Crawl:
+    """One crawl source's listing during one pass (see the module docstring).
+
+    Args:
+        engine: the syncer's parts.
+        source: the source.
+        crawler: its connector (start pages, caps).
+        scope: its scope (hosts, ``allowed_hosts``, ``include``/``exclude``).
+        discovery: its discovery context (the listing's completeness).
+        queue: the pages are put on the work queue, not checked now: only stored links are
+            known, so a page never read makes the crawl incomplete.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        source: SourceConfig,
+        crawler: Crawler,
+        scope: Scope,
+        discovery: DiscoveryContext,
+        *,
+        queue: bool = False,
+    ):
+        self.engine, self.source, self.crawler = engine, source, crawler
+        self.scope, self.discovery, self.queue = scope, discovery, queue
+        self.directories = tuple(start_directory(url) for url in crawler.start_urls)
+        self.start_hosts = frozenset(hostname(url) for url in crawler.start_urls)
+        self.depth = -1  # of the level being checked; the start pages are depth 0
+        self.pages = 0  # pages admitted so far
+        self.checked: list[Outcome] = []  # outcomes of the level being checked
+
+    def follows(self, url: str) -> bool:
+        """Whether a link to ``url`` is part of the crawl: in the source's scope (hosts and
+        ``include``/``exclude``), and under a start page's directory — unless the source has
+        ``include`` patterns (they say which paths) or the link is to another host that
+        ``allowed_hosts`` admits (its whole site)."""
+        if self.scope.refuse_page(url) is not None:
+            return False
+        if self.source.include:
+            return True
+        try:
+            canonical = canonical_url(url, self.source.strip_params)
+        except ValueError:
+            return False
+        if hostname(canonical) not in self.start_hosts:
+            return True
+        return canonical.startswith(self.directories)
+
+    def admit(self, level: list[Listed], seen: set[str]) -> list[Listed]:
+        """The pages of the next level that fit the caps; the rest leave the crawl incomplete
+        and are taken out of ``seen`` (known ones are then checked on their own schedule)."""
+        if not level:
+            return []
+        self.depth += 1
+        room = self.crawler.max_pages - self.pages
+        if self.depth > self.crawler.max_depth:
+            self.discovery.incomplete(
+                f"crawl cut at max_depth={self.crawler.max_depth}: "
+                f"{len(level)} pages linked at depth {self.depth} not followed"
+            )
+            room = 0
+        elif len(level) > room:
+            self.discovery.incomplete(
+                f"crawl cut at max_pages={self.crawler.max_pages}: "
+                f"{len(level) - room} pages linked at depth {self.depth} not followed"
+            )
+        admitted, dropped = level[:room], level[room:]
+        seen.difference_update(key for key, _ in dropped)
+        self.pages += len(admitted)
+        self.checked = []
+        return admitted
+
+    def documents(self, documents: dict[str, Document]) -> dict[str, Document]:
+        """The stored records of a window, as the check should see them: a page whose links
+        are not stored is requested without validators (a 304 would leave them unknown)."""
+        stored = self.engine.state.crawl_links.live(list(documents))
+        return {
+            key: doc
+            if key in stored
+            else cast(Document, {**doc, "etag": None, "last_modified": None})
+            for key, doc in documents.items()
+        }
+
+    def store(self, outcomes: Sequence[Outcome]) -> None:
+        """Store the links read in a window, before it is committed (a crash in between costs
+        a re-read, never a stale graph); remember the outcomes for :meth:`next_level`."""
+        self.checked.extend(outcomes)
+        rows = []
+        for outcome in outcomes:
+            if outcome.links is None:
+                continue
+            rows.append((self.reader_key(outcome), outcome.links.links))
+            if outcome.links.truncated:
+                self.discovery.incomplete(
+                    f"crawl: {outcome.page.url} has more than {MAX_LINKS} links; "
+                    "the rest were not followed"
+                )
+        self.engine.state.crawl_links.put(self.source.id, rows, self.engine.now())
+
+    def reader_key(self, outcome: Outcome) -> str:
+        """The record whose links an outcome read: the page's, or its move target's."""
+        if outcome.moved_to:
+            return canonical_record_key(self.source.id, outcome.moved_to)
+        return outcome.page.doc_key
+
+    def next_level(self, level: list[Listed]) -> list[Candidate]:
+        """The links of ``level``'s pages that the crawl follows, in page order (the listing
+        drops those already seen). A page that failed, or whose links are unknown, leaves
+        the crawl incomplete; a page proven gone (tombstoned) links to nothing."""
+        outcomes = {outcome.page.doc_key: outcome for outcome in self.checked}
+        keys = [key for key, _ in level]
+        readers = {key: self.reader_key(o) for key, o in outcomes.items()}
+        stored = self.engine.state.crawl_links.live([*keys, *readers.values()])
+        # Links read in this pass first: a page that says noindex serves them all the same.
+        stored.update(
+            {
+                readers[key]: list(o.links.links)
+                for key, o in outcomes.items()
+                if o.links is not None
+            }
+        )
+        documents = self.engine.state.documents.get_many(keys)
+        failed: list[str] = []
+        unknown = 0
+        links: dict[str, None] = {}
+        for key, candidate in level:
+            outcome = outcomes.get(key)
+            if isinstance(outcome, Failed):
+                failed.append(f"{candidate.url}: {outcome.reason}")
+            found = stored.get(readers.get(key, key))
+            if found is None:
+                unknown += self.links_unknown(outcome, documents.get(key))
+                continue
+            links.update(dict.fromkeys(found))
+        if failed:
+            named = "; ".join(failed[:FAILURES_NAMED])
+            more = (
+                f" (and {len(failed) - FAILURES_NAMED} more)"
+                if len(failed) > FAILURES_NAMED
+                else ""
+            )
+            self.discovery.incomplete(f"crawl: {len(failed)} pages failed: {named}{more}")
+        if unknown:
+            self.discovery.incomplete(f"crawl: the links of {unknown} pages are not known yet")
+        return [Candidate(url=url) for url in links if self.follows(url)]
+
+    def links_unknown(self, outcome: Outcome | None, document: Document | None) -> bool:
+        """Whether a page without stored links may have links nobody read: it was not read in
+        this pass (not due, held back, deferred, queued) yet has content, or is new and queued
+        or deferred. A page missing, disallowed or out of scope links to nothing; a failed one
+        is counted as failed."""
+        if outcome is None or isinstance(outcome, NotModified):
+            if self.queue:
+                return True
+            return document is not None and document["status"] != DocumentStatus.TOMBSTONED
+        return isinstance(outcome, Skipped) and outcome.why == "deferred"

@@ -1,0 +1,211 @@
+"""The ``crawl`` source (#18 part 3): a site without a sitemap, listed by following its links.
+
+A small book on 127.0.0.1 (DevSite, without per-request noise): a start page, chapters linked
+breadth first, a nofollow link, a page that says noindex, a page whose meta robots says
+nofollow, a link out of the start directory and one to another host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragsync.models import DocumentStatus
+from ragsync.sync import Syncer
+from ragsync.testing import DevSite
+from tests.support import make_config, sentences
+
+BookSyncer = Callable[..., Syncer]
+
+
+def chapter(title: str, links: str = "") -> tuple[str, str]:
+    return title, f"<h1>{title}</h1><p>{sentences(title)}</p><p>{links}</p>"
+
+
+def book_pages() -> dict[str, tuple[str, str]]:
+    return {
+        "/book/": chapter(
+            "The Book",
+            '<a href="ch1.html">One</a> <a href="ch2.html#top">Two</a> '
+            '<a href="all.html">All on one page</a> <a href="/outside.html">Elsewhere</a>',
+        ),
+        "/book/ch1.html": chapter(
+            "Chapter one", '<a href="ch2.html">Next</a> <a href="sub/ch3.html">Deeper</a>'
+        ),
+        "/book/ch2.html": chapter(
+            "Chapter two",
+            '<a rel="nofollow" href="secret.html">Secret</a> '
+            '<a href="http://other.invalid/book/x.html">Other site</a> '
+            '<a href="mailto:a@example.org">Mail</a>',
+        ),
+        "/book/sub/ch3.html": chapter("Chapter three", '<a href="../">Home</a>'),
+        # mdBook's print.html says noindex: not indexed, its links followed all the same.
+        "/book/all.html": chapter(
+            "The whole book",
+            '<meta name="robots" content="noindex"><a href="appendix.html">Appendix</a>',
+        ),
+        "/book/appendix.html": chapter(
+            "Appendix", '<meta name="robots" content="nofollow"><a href="hidden.html">Hidden</a>'
+        ),
+        "/book/secret.html": chapter("Secret"),
+        "/book/hidden.html": chapter("Hidden"),
+        "/book/orphan.html": chapter("Orphan"),
+        "/outside.html": chapter("Outside"),
+    }
+
+
+INDEXED = [
+    "/book/",
+    "/book/ch1.html",
+    "/book/ch2.html",
+    "/book/sub/ch3.html",
+    "/book/appendix.html",
+]
+NEVER_REQUESTED = ["/book/secret.html", "/book/hidden.html", "/book/orphan.html", "/outside.html"]
+
+
+@pytest.fixture
+def book() -> Iterator[DevSite]:
+    site = DevSite(book_pages(), noise=False)
+    site.start()
+    yield site
+    site.stop()
+
+
+@pytest.fixture
+def crawler(tmp_path: Path, embedder: Any, book: DevSite) -> Iterator[BookSyncer]:
+    made: list[Syncer] = []
+
+    def build(**extra: Any) -> Syncer:
+        for syncer in made:  # one process may hold the local vector store at a time
+            syncer.close()
+        source = {"id": "book", "kind": "crawl", "url": book.base_url + "/book/", **extra}
+        syncer = Syncer(make_config(tmp_path, [source]), embedder=embedder)
+        made.append(syncer)
+        return syncer
+
+    yield build
+    for syncer in made:
+        syncer.close()
+
+
+def urls(syncer: Syncer, book: DevSite, status: str = DocumentStatus.ACTIVE) -> set[str]:
+    """The paths of the source's records with ``status``."""
+    return {
+        d["canonical_url"].removeprefix(book.base_url)
+        for d in syncer.state.documents.list("book")
+        if d["status"] == status
+    }
+
+
+def page_requests(book: DevSite, since: int = 0) -> list[Any]:
+    return [hit for hit in book.hits[since:] if hit.path != "/robots.txt"]
+
+
+def test_a_crawl_indexes_every_page_reachable_in_scope_and_nothing_else(book, crawler):
+    syncer = crawler()
+    result = syncer.run()
+
+    assert result.ok, result.to_dict()
+    assert result.sources["book"].incomplete == []
+    assert urls(syncer, book) == set(INDEXED)
+    assert result.counters.documents_created == len(INDEXED)
+    # all.html was read for its links (appendix.html is only linked from there), not indexed.
+    assert result.counters.noindex == 1 and book.requests_to("/book/all.html")
+    # nofollow (a link's rel, a page's meta robots), another directory, another host: never asked.
+    for path in NEVER_REQUESTED:
+        assert book.requests_to(path) == [], path
+    requested = [hit.path for hit in page_requests(book)]
+    assert sorted(requested) == sorted({*requested}), "a page was requested twice"
+    # Breadth first: the start page, then its links, then theirs.
+    assert requested[0] == "/book/"
+    assert requested.index("/book/sub/ch3.html") > requested.index("/book/ch1.html")
+
+
+def test_a_second_crawl_sends_only_conditional_requests_and_embeds_nothing(book, crawler, embedder):
+    syncer = crawler()
+    syncer.run()
+    embedder.texts.clear()
+    before = len(book.hits)
+
+    result = syncer.run()
+
+    assert result.ok and result.sources["book"].incomplete == []
+    hits = page_requests(book, before)
+    assert {hit.path for hit in hits} == {*INDEXED, "/book/all.html"}
+    # all.html has no record (noindex), so it has no validators: its 200 costs no embedding.
+    assert all(hit.conditional and hit.status == 304 for hit in hits if hit.path in INDEXED)
+    assert result.counters.responses_304 == len(INDEXED)
+    assert embedder.texts == [] and result.counters.chunks_embedded == 0
+    assert urls(syncer, book) == set(INDEXED)
+
+
+def test_a_page_newly_linked_from_a_changed_page_is_indexed_in_the_same_run(book, crawler):
+    syncer = crawler()
+    syncer.run()
+    book.set_page("/book/new/page.html", *chapter("A new page", '<a href="deeper.html">on</a>'))
+    book.set_page("/book/new/deeper.html", *chapter("Deeper still"))
+    book.set_page(
+        "/book/sub/ch3.html", *chapter("Chapter three", '<a href="../new/page.html">New</a>')
+    )
+
+    result = syncer.run()
+
+    assert result.ok and result.sources["book"].incomplete == []
+    assert result.counters.documents_created == 2
+    assert {"/book/new/page.html", "/book/new/deeper.html"} <= urls(syncer, book)
+
+
+def test_a_page_deleted_and_unlinked_is_tombstoned_by_the_missing_page_rule(book, crawler):
+    syncer = crawler(missing_confirmations=2, missing_grace="0s")
+    syncer.run()
+    book.set_page("/book/ch1.html", *chapter("Chapter one", '<a href="ch2.html">Next</a>'))
+    book.remove_page("/book/sub/ch3.html")
+
+    first = syncer.run()
+    assert first.sources["book"].incomplete == []
+    assert urls(syncer, book, DocumentStatus.SUSPECTED_MISSING) == {"/book/sub/ch3.html"}
+    assert first.counters.tombstones_created == 0
+
+    second = syncer.run()
+    assert second.counters.tombstones_created == 1
+    assert urls(syncer, book, DocumentStatus.TOMBSTONED) == {"/book/sub/ch3.html"}
+    assert urls(syncer, book) == set(INDEXED) - {"/book/sub/ch3.html"}
+
+
+def test_a_crawl_cut_by_max_pages_is_incomplete_and_prunes_nothing(book, crawler):
+    crawler(missing_confirmations=1, missing_grace="0s").run()
+
+    capped = crawler(missing_confirmations=1, missing_grace="0s", max_pages=2)
+    result = capped.run()
+
+    assert result.sources["book"].incomplete
+    assert "max_pages=2" in result.sources["book"].incomplete[0]
+    assert result.counters.listings_incomplete == 1
+    assert result.counters.tombstones_created == 0
+    assert urls(capped, book) == set(INDEXED)
+
+
+def test_a_crawl_cut_by_max_depth_is_incomplete(book, crawler):
+    result = crawler(max_depth=1).run()
+
+    assert any("max_depth=1" in reason for reason in result.sources["book"].incomplete)
+    assert book.requests_to("/book/sub/ch3.html") == []  # depth 2
+    assert book.requests_to("/book/ch1.html")
+
+
+def test_a_linking_page_that_fails_makes_the_crawl_incomplete(book, crawler):
+    syncer = crawler(missing_confirmations=1, missing_grace="0s")
+    syncer.run()
+    book.fault = lambda path, headers: (
+        (503, {"Content-Type": "text/plain"}, b"busy") if path == "/book/ch1.html" else None
+    )
+
+    result = syncer.run()
+
+    assert any("1 pages failed" in reason for reason in result.sources["book"].incomplete)
+    assert result.counters.tombstones_created == 0
+    assert urls(syncer, book) == set(INDEXED)
