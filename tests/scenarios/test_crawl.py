@@ -2,21 +2,30 @@
 
 A small book on 127.0.0.1 (DevSite, without per-request noise): a start page, chapters linked
 breadth first, a nofollow link, a page that says noindex, a page whose meta robots says
-nofollow, a link out of the start directory and one to another host.
+nofollow, a link out of the start directory and one to another host. Then a real mdBook (the
+rustdoc book of the local Rust toolchain's documentation, when installed) from a static server.
 """
 
 from __future__ import annotations
 
+import hashlib
+import mimetypes
+import posixpath
+import shutil
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
+import lxml.html
 import pytest
 
 from ragsync.models import DocumentStatus
 from ragsync.sync import Syncer
-from ragsync.testing import DevSite
+from ragsync.testing import DevSite, serve_loopback, stop_server
 from tests.support import make_config, sentences
+from tests.support.fuzzing import FastEmbedder
 
 BookSyncer = Callable[..., Syncer]
 
@@ -209,3 +218,106 @@ def test_a_linking_page_that_fails_makes_the_crawl_incomplete(book, crawler):
     assert any("1 pages failed" in reason for reason in result.sources["book"].incomplete)
     assert result.counters.tombstones_created == 0
     assert urls(syncer, book) == set(INDEXED)
+
+
+# -- a real book: an mdBook nobody in this project wrote, served from a temporary copy ---------
+
+RUST_DOCS = Path.home() / ".rustup/toolchains"
+REAL_BOOK = next(iter(sorted(RUST_DOCS.glob("*/share/doc/rust/html/rustdoc/index.html"))), None)
+
+
+class StaticSite:
+    """A folder on 127.0.0.1 as a plain static server serves it: ETag and Last-Modified, 304s,
+    ``index.html`` for a directory, 404 for anything else; every request recorded."""
+
+    def __init__(self, root: Path):
+        self.root = root.resolve()
+        self.hits: list[tuple[str, int, bool]] = []  # (path, status, conditional)
+        self.server = serve_loopback(self.handle, "GET")
+        host, port = self.server.server_address[:2]
+        self.base_url = f"http://{host!s}:{port}"
+
+    def handle(self, handler: BaseHTTPRequestHandler) -> None:
+        path = unquote(handler.path.split("?", 1)[0].split("#", 1)[0])
+        file = (self.root / path.lstrip("/")).resolve()
+        if file.is_dir():
+            file = file / "index.html"
+        status, body, headers = 404, b"not found", {"Content-Type": "text/plain"}
+        if self.root in file.parents and file.is_file():
+            body = file.read_bytes()
+            etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
+            kind = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
+            status, headers = 200, {"ETag": etag, "Content-Type": kind}
+            if handler.headers.get("If-None-Match") == etag:
+                status, body = 304, b""
+        self.hits.append((path, status, bool(handler.headers.get("If-None-Match"))))
+        handler.send_response(status)
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+
+def reachable(root: Path, start: str) -> set[str]:
+    """The oracle: the ``.html`` files under ``root/start`` reachable from its ``index.html``
+    through ``<a href>`` links into that folder (read with lxml, not with ragsync.links)."""
+    seen, queue = {f"{start}/index.html"}, [f"{start}/index.html"]
+    while queue:
+        current = queue.pop()
+        tree = lxml.html.fromstring((root / current).read_bytes())
+        for anchor in tree.iter("a"):
+            href = (anchor.get("href") or "").split("#", 1)[0]
+            if not href or "nofollow" in (anchor.get("rel") or "").split() or ":" in href:
+                continue
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(current), href))
+            if (root / target).is_dir():
+                target += "/index.html"
+            if target.startswith(f"{start}/") and (root / target).is_file() and target not in seen:
+                seen.add(target)
+                queue.append(target)
+    return seen
+
+
+@pytest.mark.skipif(REAL_BOOK is None, reason="no rustup documentation (the rustdoc mdBook)")
+def test_a_real_mdbook_is_crawled_whole_then_revalidated_with_304s(tmp_path):
+    assert REAL_BOOK is not None
+    root = tmp_path / "site"
+    shutil.copytree(REAL_BOOK.parent, root / "book")
+    site = StaticSite(root)
+    source = {"id": "book", "kind": "crawl", "url": site.base_url + "/book/"}
+    syncer = Syncer(make_config(tmp_path, [source]), embedder=FastEmbedder())
+    try:
+        first = syncer.run()
+
+        assert first.ok and first.sources["book"].incomplete == [], first.to_dict()
+        expected = {p.removesuffix("index.html") for p in reachable(root, "book")}
+        requested = {path.lstrip("/") for path, _, _ in site.hits if path != "/robots.txt"}
+        assert requested == expected
+        # Every reachable page is indexed but print.html (the whole book; it says noindex).
+        indexed = {
+            d["canonical_url"].removeprefix(site.base_url + "/")
+            for d in syncer.state.documents.list()
+        }
+        assert first.counters.noindex == 1 and "book/print.html" not in indexed
+        assert indexed == expected - {"book/print.html"}
+
+        before = len(site.hits)
+        second = syncer.run()
+        assert second.sources["book"].incomplete == [] and second.counters.chunks_embedded == 0
+        again = [(path, status, cond) for path, status, cond in site.hits[before:]]
+        pages = [hit for hit in again if hit[0] not in ("/robots.txt", "/book/print.html")]
+        assert pages and all(status == 304 and cond for _, status, cond in pages)
+
+        # A page linked from a changed page is found in the run that sees the link.
+        (root / "book/new-chapter.html").write_text("<h1>New</h1><p>" + sentences("new") + "</p>")
+        index = root / "book/index.html"
+        index.write_text(
+            index.read_text().replace("</main>", '<a href="new-chapter.html">new</a></main>', 1)
+        )
+        third = syncer.run()
+        assert third.counters.documents_created == 1
+        assert syncer.state.documents.get(f"book:{site.base_url}/book/new-chapter.html")
+    finally:
+        syncer.close()
+        stop_server(site.server)
