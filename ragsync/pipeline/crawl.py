@@ -25,7 +25,7 @@ from ragsync.links import MAX_LINKS
 from ragsync.models import Candidate, DocumentStatus
 from ragsync.pipeline.context import Engine
 from ragsync.pipeline.listing import Listed
-from ragsync.pipeline.outcomes import Document, Failed, NotModified, Outcome, Skipped
+from ragsync.pipeline.outcomes import Document, Failed, Missing, NotModified, Outcome, Skipped
 from ragsync.protocols import Crawler
 from ragsync.scope import Scope, hostname
 from ragsync.urls import canonical_url
@@ -48,6 +48,12 @@ def start_directory(url: str) -> str:
     parts = urlsplit(canonical_url(url))
     directory = parts.path[: parts.path.rfind("/") + 1] or "/"
     return f"{parts.scheme}://{parts.netloc}{directory}"
+
+
+def gone(documents: dict[str, Document], key: str) -> bool:
+    """Whether the record ``key`` is a tombstone (in ``documents``, its rows by key)."""
+    document = documents.get(key)
+    return document is not None and document["status"] == DocumentStatus.TOMBSTONED
 
 
 class Crawl:
@@ -119,13 +125,21 @@ class Crawl:
         admitted, dropped = level[:room], level[room:]
         seen.difference_update(key for key, _ in dropped)
         self.pages += len(admitted)
+        if admitted:
+            log.info(
+                "%s: crawl depth %d: %d pages (%d in all)",
+                self.source.id,
+                self.depth,
+                len(admitted),
+                self.pages,
+            )
         self.checked = []
         return admitted
 
     def documents(self, documents: dict[str, Document]) -> dict[str, Document]:
         """The stored records of a window, as the check should see them: a page whose links
         are not stored is requested without validators (a 304 would leave them unknown)."""
-        stored = self.engine.state.crawl_links.live(list(documents))
+        stored = self.engine.state.crawl_links.links(list(documents))
         return {
             key: doc
             if key in stored
@@ -158,20 +172,22 @@ class Crawl:
     def next_level(self, level: list[Listed]) -> list[Candidate]:
         """The links of ``level``'s pages that the crawl follows, in page order (the listing
         drops those already seen). A page that failed, or whose links are unknown, leaves
-        the crawl incomplete; a page proven gone (tombstoned) links to nothing."""
+        the crawl incomplete; a page proven gone links to nothing."""
         outcomes = {outcome.page.doc_key: outcome for outcome in self.checked}
         keys = [key for key, _ in level]
         readers = {key: self.reader_key(o) for key, o in outcomes.items()}
-        stored = self.engine.state.crawl_links.live([*keys, *readers.values()])
-        # Links read in this pass first: a page that says noindex serves them all the same.
-        stored.update(
-            {
-                readers[key]: list(o.links.links)
-                for key, o in outcomes.items()
-                if o.links is not None
-            }
-        )
         documents = self.engine.state.documents.get_many(keys)
+        # A page this pass proved gone (a 404 that confirmed its tombstone) links to nothing;
+        # one only suspected missing keeps its links, as it keeps its content. A page that says
+        # noindex is tombstoned too, but its links were read from the body it served.
+        self.engine.state.crawl_links.forget(
+            [
+                key
+                for key, outcome in outcomes.items()
+                if isinstance(outcome, Missing) and outcome.links is None and gone(documents, key)
+            ]
+        )
+        stored = self.engine.state.crawl_links.links([*keys, *readers.values()])
         failed: list[str] = []
         unknown = 0
         links: dict[str, None] = {}

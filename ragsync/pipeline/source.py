@@ -70,7 +70,7 @@ class SourceSync:
         self.listing_kind = getattr(self.connector, "listing", "complete")
         self.prunable = source.prune_unlisted and self.listing_kind == "complete"
         # A crawl source's listing follows its pages' links (README "Discovery").
-        self.crawl = None
+        self.crawl: Crawl | None = None
         if isinstance(self.connector, Crawler):
             self.crawl = Crawl(engine, source, self.connector, self.scope, self.discovery)
         self.checker = PageChecker(

@@ -30,14 +30,13 @@ class CrawlLinks(Repository):
                 }
                 self.db.table("crawl_links").upsert(row, pk="doc_key")
 
-    def live(self, doc_keys: Sequence[str]) -> dict[str, list[str]]:
-        """The stored outlinks of those of ``doc_keys`` that have some, unless the page's
-        record is tombstoned (a page proven gone links to nothing)."""
-        sql = (
-            "select l.doc_key, l.links from crawl_links l left join documents d "
-            "on d.doc_key = l.doc_key where (d.status is null or d.status != 'tombstoned') "
-            "and l.doc_key in ({marks})"
-        )
+    def links(self, doc_keys: Sequence[str]) -> dict[str, list[str]]:
+        """The stored outlinks of those of ``doc_keys`` that have some."""
+        sql = "select doc_key, links from crawl_links where doc_key in ({marks})"
         return {
             row["doc_key"]: json.loads(row["links"]) for row in self.state.query_in(sql, doc_keys)
         }
+
+    def forget(self, doc_keys: Sequence[str]) -> None:
+        """Drop the stored outlinks of pages proven gone (tombstoned)."""
+        self.state.execute_in("delete from crawl_links where doc_key in ({marks})", doc_keys)

@@ -185,6 +185,41 @@ def test_a_page_deleted_and_unlinked_is_tombstoned_by_the_missing_page_rule(book
     assert urls(syncer, book) == set(INDEXED) - {"/book/sub/ch3.html"}
 
 
+def test_a_broken_link_keeps_its_pages_links_until_its_tombstone(book, crawler):
+    syncer = crawler(missing_confirmations=2, missing_grace="0s")
+    syncer.run()
+    book.remove_page("/book/ch1.html")  # still linked from the start page; ch3 only from ch1
+
+    syncer.run()  # ch1 suspected missing: its stored links still count
+    assert urls(syncer, book, DocumentStatus.SUSPECTED_MISSING) == {"/book/ch1.html"}
+    syncer.run()  # ch1 tombstoned: ch3 is no longer reachable, a first observation
+    assert urls(syncer, book, DocumentStatus.TOMBSTONED) == {"/book/ch1.html"}
+    assert urls(syncer, book, DocumentStatus.SUSPECTED_MISSING) == {"/book/sub/ch3.html"}
+    syncer.run()
+    assert urls(syncer, book, DocumentStatus.TOMBSTONED) == {"/book/ch1.html", "/book/sub/ch3.html"}
+
+
+def test_an_indexed_page_that_comes_to_say_noindex_is_pruned_and_its_links_still_followed(
+    book, crawler
+):
+    syncer = crawler(missing_confirmations=2, missing_grace="0s")
+    syncer.run()
+    book.set_page(
+        "/book/ch1.html",
+        *chapter(
+            "Chapter one",
+            '<meta name="robots" content="noindex"><a href="sub/ch3.html">Deeper</a>',
+        ),
+    )
+
+    for _ in range(4):  # suspected, tombstoned, then tombstoned and still crawled
+        result = syncer.run()
+
+        assert result.sources["book"].incomplete == []
+        assert urls(syncer, book) >= set(INDEXED) - {"/book/ch1.html"}  # ch3: linked from ch1
+    assert urls(syncer, book, DocumentStatus.TOMBSTONED) == {"/book/ch1.html"}
+
+
 def test_a_crawl_cut_by_max_pages_is_incomplete_and_prunes_nothing(book, crawler):
     crawler(missing_confirmations=1, missing_grace="0s").run()
 
