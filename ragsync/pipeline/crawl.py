@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import cast
+from dataclasses import dataclass
+from typing import Literal, cast
 from urllib.parse import urlsplit
 
 from ragsync.config import SourceConfig
@@ -48,6 +49,39 @@ def start_directory(url: str) -> str:
     parts = urlsplit(canonical_url(url))
     directory = parts.path[: parts.path.rfind("/") + 1] or "/"
     return f"{parts.scheme}://{parts.netloc}{directory}"
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What the crawl keeps of one page's check until its level ends (never its content: a
+    level may hold thousands of pages).
+
+    Attributes:
+        reader: the record whose links the check read: the page's, or its move target's.
+        kind: ``failed``; ``gone`` (missing, no body read: a 404, a redirect out);
+            ``not_modified`` (a 304: links as stored); ``deferred`` (its host is paused); or
+            ``read`` (its body was read, or it is not the crawl's: disallowed, out of scope).
+        failure: why it failed.
+    """
+
+    reader: str
+    kind: Literal["failed", "gone", "not_modified", "deferred", "read"]
+    failure: str = ""
+
+    @classmethod
+    def of(cls, source_id: str, outcome: Outcome) -> Checked:
+        reader = outcome.page.doc_key
+        if outcome.moved_to:
+            reader = canonical_record_key(source_id, outcome.moved_to)
+        if isinstance(outcome, Failed):
+            return cls(reader, "failed", outcome.reason)
+        if isinstance(outcome, Missing) and outcome.links is None:
+            return cls(reader, "gone")
+        if isinstance(outcome, NotModified):
+            return cls(reader, "not_modified")
+        if isinstance(outcome, Skipped) and outcome.why == "deferred":
+            return cls(reader, "deferred")
+        return cls(reader, "read")
 
 
 def gone(documents: dict[str, Document], key: str) -> bool:
@@ -85,7 +119,7 @@ class Crawl:
         self.start_hosts = frozenset(hostname(url) for url in crawler.start_urls)
         self.depth = -1  # of the level being checked; the start pages are depth 0
         self.pages = 0  # pages admitted so far
-        self.checked: list[Outcome] = []  # outcomes of the level being checked
+        self.checked: dict[str, Checked] = {}  # the level's pages checked so far, by key
 
     def follows(self, url: str) -> bool:
         """Whether a link to ``url`` is part of the crawl: in the source's scope (hosts and
@@ -133,7 +167,7 @@ class Crawl:
                 len(admitted),
                 self.pages,
             )
-        self.checked = []
+        self.checked = {}
         return admitted
 
     def documents(self, documents: dict[str, Document]) -> dict[str, Document]:
@@ -149,13 +183,14 @@ class Crawl:
 
     def store(self, outcomes: Sequence[Outcome]) -> None:
         """Store the links read in a window, before it is committed (a crash in between costs
-        a re-read, never a stale graph); remember the outcomes for :meth:`next_level`."""
-        self.checked.extend(outcomes)
+        a re-read, never a stale graph); remember what :meth:`next_level` needs of them."""
         rows = []
         for outcome in outcomes:
+            checked = Checked.of(self.source.id, outcome)
+            self.checked[outcome.page.doc_key] = checked
             if outcome.links is None:
                 continue
-            rows.append((self.reader_key(outcome), outcome.links.links))
+            rows.append((checked.reader, outcome.links.links))
             if outcome.links.truncated:
                 self.discovery.incomplete(
                     f"crawl: {outcome.page.url} has more than {MAX_LINKS} links; "
@@ -163,19 +198,13 @@ class Crawl:
                 )
         self.engine.state.crawl_links.put(self.source.id, rows, self.engine.now())
 
-    def reader_key(self, outcome: Outcome) -> str:
-        """The record whose links an outcome read: the page's, or its move target's."""
-        if outcome.moved_to:
-            return canonical_record_key(self.source.id, outcome.moved_to)
-        return outcome.page.doc_key
-
     def next_level(self, level: list[Listed]) -> list[Candidate]:
         """The links of ``level``'s pages that the crawl follows, in page order (the listing
         drops those already seen). A page that failed, or whose links are unknown, leaves
         the crawl incomplete; a page proven gone links to nothing."""
-        outcomes = {outcome.page.doc_key: outcome for outcome in self.checked}
+        checks = self.checked
         keys = [key for key, _ in level]
-        readers = {key: self.reader_key(o) for key, o in outcomes.items()}
+        readers = {key: checked.reader for key, checked in checks.items()}
         documents = self.engine.state.documents.get_many(keys)
         # A page this pass proved gone (a 404 that confirmed its tombstone) links to nothing;
         # one only suspected missing keeps its links, as it keeps its content. A page that says
@@ -183,8 +212,8 @@ class Crawl:
         self.engine.state.crawl_links.forget(
             [
                 key
-                for key, outcome in outcomes.items()
-                if isinstance(outcome, Missing) and outcome.links is None and gone(documents, key)
+                for key, checked in checks.items()
+                if checked.kind == "gone" and gone(documents, key)
             ]
         )
         stored = self.engine.state.crawl_links.links([*keys, *readers.values()])
@@ -192,12 +221,12 @@ class Crawl:
         unknown = 0
         links: dict[str, None] = {}
         for key, candidate in level:
-            outcome = outcomes.get(key)
-            if isinstance(outcome, Failed):
-                failed.append(f"{candidate.url}: {outcome.reason}")
+            checked = checks.get(key)
+            if checked is not None and checked.kind == "failed":
+                failed.append(f"{candidate.url}: {checked.failure}")
             found = stored.get(readers.get(key, key))
             if found is None:
-                unknown += self.links_unknown(outcome, documents.get(key))
+                unknown += self.links_unknown(checked, documents.get(key))
                 continue
             links.update(dict.fromkeys(found))
         if failed:
@@ -212,13 +241,13 @@ class Crawl:
             self.discovery.incomplete(f"crawl: the links of {unknown} pages are not known yet")
         return [Candidate(url=url) for url in links if self.follows(url)]
 
-    def links_unknown(self, outcome: Outcome | None, document: Document | None) -> bool:
+    def links_unknown(self, checked: Checked | None, document: Document | None) -> bool:
         """Whether a page without stored links may have links nobody read: it was not read in
         this pass (not due, held back, deferred, queued) yet has content, or is new and queued
         or deferred. A page missing, disallowed or out of scope links to nothing; a failed one
         is counted as failed."""
-        if outcome is None or isinstance(outcome, NotModified):
+        if checked is None or checked.kind == "not_modified":
             if self.queue:
                 return True
             return document is not None and document["status"] != DocumentStatus.TOMBSTONED
-        return isinstance(outcome, Skipped) and outcome.why == "deferred"
+        return checked.kind == "deferred"
