@@ -31,6 +31,7 @@ from ragsync.urls import clean_url
 
 MAX_LINKS = 10_000  # outlinks kept per page; a page with more is cut and named (the crawl is
 # then incomplete): a hostile page must not fill the state DB
+NOINDEX = "the page asks not to be indexed (robots noindex)"  # its outcome's reason
 _CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.I)
 
 

@@ -17,7 +17,7 @@ from ragsync.errors import ExtractError, FetchError
 from ragsync.extract import canonical_link, content_hash, line_title, normalize_markdown
 from ragsync.extractpool import shared_pool
 from ragsync.fetch import OutOfScope
-from ragsync.links import PageLinks, page_links
+from ragsync.links import NOINDEX, PageLinks, page_links
 from ragsync.models import DocumentStatus, Extracted, Response, Verdict
 from ragsync.pipeline.context import Engine
 from ragsync.pipeline.outcomes import (
@@ -170,6 +170,8 @@ class PageChecker:
             etag = last_modified = None
             if document and document["status"] == DocumentStatus.ACTIVE:
                 etag, last_modified = document["etag"], document["last_modified"]
+            elif document is None and page.validators is not None:
+                etag, last_modified = page.validators
             exchange = Exchange(requested=True, conditional=bool(etag or last_modified))
             return self.fetch(page, exchange, etag=etag, last_modified=last_modified)
         except HostPaused as paused:
@@ -241,7 +243,7 @@ class PageChecker:
             if target != page.url:
                 moved_to = target  # resolved against the target record by the moves stage
         if verdict == "not_modified":
-            if page.document is None:
+            if page.document is None and page.validators is None:
                 reason = "HTTP 304 to an unconditional request"
                 return Failed(page, exchange, moved_to=moved_to, reason=reason)
             return NotModified(page, exchange, moved_to=moved_to)
@@ -267,7 +269,7 @@ class PageChecker:
         document = page.document
         known = document if document and document["status"] != DocumentStatus.TOMBSTONED else None
         if links is not None and links.noindex:
-            reason = "the page asks not to be indexed (robots noindex)"
+            reason = NOINDEX
             if known is None:  # never indexed: read for its links only
                 return Skipped(page, exchange, why="noindex", reason=reason, links=links)
             return Missing(page, exchange, reason=reason, links=links)  # indexed: pruned by rule

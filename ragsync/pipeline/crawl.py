@@ -22,17 +22,20 @@ from urllib.parse import urlsplit
 from ragsync.config import SourceConfig
 from ragsync.discovery import DiscoveryContext
 from ragsync.identity import canonical_record_key
-from ragsync.links import MAX_LINKS
+from ragsync.links import MAX_LINKS, NOINDEX
 from ragsync.models import Candidate, DocumentStatus
 from ragsync.pipeline.context import Engine
 from ragsync.pipeline.listing import Listed
 from ragsync.pipeline.outcomes import Document, Failed, Missing, NotModified, Outcome, Skipped
 from ragsync.protocols import Crawler
 from ragsync.scope import Scope, hostname
+from ragsync.state.crawl import LinksRow
 from ragsync.urls import canonical_url
 
 log = logging.getLogger("ragsync")
 
+Validators = tuple[str | None, str | None]
+"""``(etag, last_modified)``."""
 FAILURES_NAMED = 5  # pages that failed named per level in the incomplete reason; the rest counted
 
 
@@ -170,33 +173,49 @@ class Crawl:
         self.checked = {}
         return admitted
 
-    def documents(self, documents: dict[str, Document]) -> dict[str, Document]:
-        """The stored records of a window, as the check should see them: a page whose links
-        are not stored is requested without validators (a 304 would leave them unknown)."""
-        stored = self.engine.state.crawl_links.links(list(documents))
-        return {
+    def prepare(
+        self, keys: Sequence[str], documents: dict[str, Document]
+    ) -> tuple[dict[str, Document], dict[str, Validators]]:
+        """The stored records of a window's pages ``keys``, as the check should see them, and
+        the validators of those read for their links only. A page whose links are not stored
+        is requested without validators (a 304 would leave its links unknown)."""
+        stored = self.engine.state.crawl_links.links(keys)
+        records = {
             key: doc
             if key in stored
             else cast(Document, {**doc, "etag": None, "last_modified": None})
             for key, doc in documents.items()
         }
+        unrecorded = [key for key in keys if key in stored and key not in documents]
+        return records, self.engine.state.crawl_links.validators(unrecorded)
 
-    def store(self, outcomes: Sequence[Outcome]) -> None:
+    def store(self, outcomes: Sequence[Outcome]) -> list[Outcome]:
         """Store the links read in a window, before it is committed (a crash in between costs
-        a re-read, never a stale graph); remember what :meth:`next_level` needs of them."""
-        rows = []
+        a re-read, never a stale graph); remember what :meth:`next_level` needs of them.
+        Returns the outcomes to commit: a page read for its links only that answered 304 is
+        skipped (it has no record to update)."""
+        rows: list[LinksRow] = []
+        kept: list[Outcome] = []
         for outcome in outcomes:
+            if isinstance(outcome, NotModified) and outcome.page.document is None:
+                outcome = Skipped(outcome.page, outcome.exchange, why="noindex", reason=NOINDEX)
+            kept.append(outcome)
             checked = Checked.of(self.source.id, outcome)
             self.checked[outcome.page.doc_key] = checked
             if outcome.links is None:
                 continue
-            rows.append((checked.reader, outcome.links.links))
+            response = outcome.exchange.response
+            validators: Validators = (None, None)
+            if isinstance(outcome, Skipped) and response is not None:  # no record holds them
+                validators = (response.etag, response.last_modified)
+            rows.append((checked.reader, outcome.links.links, validators))
             if outcome.links.truncated:
                 self.discovery.incomplete(
                     f"crawl: {outcome.page.url} has more than {MAX_LINKS} links; "
                     "the rest were not followed"
                 )
         self.engine.state.crawl_links.put(self.source.id, rows, self.engine.now())
+        return kept
 
     def next_level(self, level: list[Listed]) -> list[Candidate]:
         """The links of ``level``'s pages that the crawl follows, in page order (the listing

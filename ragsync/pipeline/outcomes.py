@@ -38,6 +38,8 @@ class Page:
         document: its stored record, if any.
         unlisted: a known page a complete listing left out.
         prunable: … and the source's policy counts that as evidence it is gone.
+        validators: ``(etag, last_modified)`` to send when no record holds them (a crawled
+            page read for its links only: it says noindex).
     """
 
     doc_key: str
@@ -46,6 +48,7 @@ class Page:
     document: Document | None = None
     unlisted: bool = False
     prunable: bool = False
+    validators: tuple[str | None, str | None] | None = None
 
     @property
     def published(self) -> str:

@@ -195,9 +195,11 @@ class SourceSync:
             return
         for start in range(0, len(work), self.window):
             part = work[start : start + self.window]
-            documents = engine.state.documents.get_many([key for key, _, _ in part])
+            keys = [key for key, _, _ in part]
+            documents = engine.state.documents.get_many(keys)
+            validators: dict[str, tuple[str | None, str | None]] = {}
             if self.crawl is not None:
-                documents = self.crawl.documents(documents)
+                documents, validators = self.crawl.prepare(keys, documents)
             batch = [
                 Page(
                     key,
@@ -206,12 +208,13 @@ class SourceSync:
                     documents.get(key),
                     unlisted=unlisted,
                     prunable=unlisted and self.prunable,
+                    validators=validators.get(key),
                 )
                 for key, candidate, unlisted in part
             ]
             checked = list(pool.map(self.checker.check, batch))
             if self.crawl is not None:
-                self.crawl.store(checked)
+                checked = self.crawl.store(checked)
             for host, (until, reason) in self.run.fetcher.take_new_pauses().items():
                 # At least: a longer pause another worker set meanwhile stands.
                 engine.state.hosts.pause_at_least(host, until, reason, engine.now())

@@ -287,7 +287,15 @@ def _m010_crawl_links(db: Any) -> None:
     # reuses them and a no-change crawl costs one conditional request per page (README
     # "Discovery").
     db.table("crawl_links").create(
-        {"doc_key": str, "source_id": str, "links": str, "read_at": str},
+        # The validators of a page read for its links only (noindex: no record holds them).
+        {
+            "doc_key": str,
+            "source_id": str,
+            "links": str,
+            "read_at": str,
+            "etag": str,
+            "last_modified": str,
+        },
         pk="doc_key",
         not_null={"source_id", "links"},
     )
