@@ -9,6 +9,10 @@ pass, and a crawl that finds nothing changed costs one conditional request per p
 The crawl is a complete listing — evidence that a known page it did not reach is gone (README
 "Deletion safety") — only when it ran to its end: no cap reached (``max_depth``, ``max_pages``),
 no page of it that failed, no page whose links are unknown.
+
+With workers (``list_source(..., queue=True)``) the pages are queued, not checked, so only
+stored links are known: a listing reaches one level past the pages read so far, and stays
+incomplete until every page's links are stored.
 """
 
 from __future__ import annotations
