@@ -163,9 +163,13 @@ def hook_secret(value: str) -> None:
 
 
 def host_pattern(value: str) -> None:
-    """An ``allowed_hosts`` entry: a host or a glob such as ``*.example.org``, not a URL."""
-    if "/" in value or any(c.isspace() for c in value):
+    """An ``allowed_hosts`` entry: a host or a glob such as ``*.example.org``, not a URL,
+    and without a port (hosts are compared without one); an IPv6 literal may be bracketed."""
+    if "/" in value or any(c.isspace() for c in value) or not value.strip("."):
         raise ValueError(f"must be a host or a host glob such as '*.example.org', got {value!r}")
+    bare = value[1:-1] if value.startswith("[") and value.endswith("]") else value
+    if ":" in bare and bare.count(":") == 1:
+        raise ValueError(f"a host without its port, got {value!r}")
 
 
 def writable_path(path: str, *, folder: bool) -> None:

@@ -204,6 +204,12 @@ CASES = [
         "host glob",
     ),
     (
+        "allowed_hosts with a port",
+        source_with('allowed_hosts = ["localhost:8901"]'),
+        "sources[0].allowed_hosts[0]",
+        "without its port",
+    ),
+    (
         "events types",
         '[[events]]\nurl = "https://h.example/in"\ntypes = ["deleted"]',
         "events[0].types[0]",
