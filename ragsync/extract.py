@@ -1,10 +1,14 @@
 """Turn an HTML page into clean, normalised Markdown and the hash that says whether it changed.
 
-trafilatura finds the main content (menus, sidebars, footers, ads and forms dropped); markdownify
-is the fallback for pages trafilatura rejects, given the main content element only; a page with
-no text but a title (an embedded form, a video) is its title. The hash is taken over the
-normalised Markdown, so per-request noise in the HTML (CSRF tokens, timestamps, ad ids, random
-sidebars) changes nothing.
+A page of a known documentation generator (mdBook, Sphinx, rustdoc, DocBook, …: see
+``ragsync.docsites``) is its main content element with the generator's chrome removed, headings
+and fenced code (with its language) kept. Any other page goes to trafilatura, which finds the
+main content (menus, sidebars, footers, ads and forms dropped); markdownify is the fallback for
+pages trafilatura rejects, given the main content element only; a page with no text but a title
+(an embedded form, a video) is its title. The title is the page's own (main ``<h1>``, else
+``<title>`` without the site name, else ``og:title``), never a hidden or navigation element.
+The hash is taken over the normalised Markdown, so per-request noise in the HTML (CSRF tokens,
+timestamps, ad ids, random sidebars) changes nothing.
 
 These functions are single-threaded: trafilatura and lxml must not run on several threads of
 one process at once. The engine calls them through ``ragsync.extractpool``.
@@ -19,6 +23,7 @@ from html import unescape as html_unescape
 from typing import Any
 from urllib.parse import urljoin
 
+from ragsync import docsites
 from ragsync.errors import ExtractError
 from ragsync.models import Extracted, media_type
 from ragsync.policy import TEXT_TYPES
@@ -168,6 +173,10 @@ def extract_response(body: bytes, content_type: str, url: str) -> Extracted:
 def extract(html: str, url: str) -> Extracted:
     """Clean Markdown of ``html`` (the page at ``url``).
 
+    A page of a known documentation generator is converted from its main content element
+    (extractor ``"docs:<generator>"``); any other page by trafilatura (``"trafilatura"``), else
+    markdownify of its main content element (``"markdownify"``).
+
     A page with no text but a title (a newsletter form in an iframe, an embedded video) is
     indexed as ``# <title>`` (extractor ``"title"``), as LangChain's and LlamaIndex's loaders
     index it: the page exists and its title is what a search for it would match.
@@ -177,14 +186,23 @@ def extract(html: str, url: str) -> Extracted:
     """
     import trafilatura  # deferred: a run of 304s never parses HTML
 
-    title = ""
-    try:
-        metadata = trafilatura.extract_metadata(html)
-        title = (metadata.title or "") if metadata else ""
-        markdown = trafilatura.extract(html, url=url, **TRAFILATURA_OPTIONS)
-        extractor = "trafilatura"
-    except Exception:  # trafilatura raises many kinds on broken markup; the fallback decides
-        markdown = None
+    page = docsites.read(html)
+    title = page.title if page else ""
+    markdown: str | None = None
+    if page and page.markdown.strip():
+        # A known documentation generator: its main content element, chrome removed, is the
+        # page; trafilatura drops link-only and title-page headings there (README "Extraction").
+        markdown, extractor = page.markdown, f"docs:{page.generator}"
+    else:
+        try:
+            if not title:
+                metadata = trafilatura.extract_metadata(html)
+                title = (metadata.title or "") if metadata else ""
+            cleaned = page.cleaned_html if page else html
+            markdown = trafilatura.extract(cleaned, url=url, **TRAFILATURA_OPTIONS)
+            extractor = "trafilatura"
+        except Exception:  # trafilatura raises many kinds on broken markup; the fallback decides
+            markdown = None
     if not markdown or not markdown.strip():
         markdown = _markdownify_main(html)
         extractor = "markdownify"
