@@ -329,6 +329,8 @@ def _remove(tree: Any, xpaths: tuple[str, ...]) -> None:
 def _flatten_heading(heading: Any) -> None:
     """Replace a heading's children by its text: a heading whose whole text is a link (mdBook)
     or whose anchor glyph trails it (Sphinx ¶, Node #) becomes plain heading text."""
+    for br in heading.iter("br"):  # "Release Series<br>Changes" reads as two words
+        br.tail = " " + (br.tail or "")
     text = heading_text(heading)
     tail = heading.tail
     for child in list(heading):

@@ -201,6 +201,9 @@ def extract(html: str, url: str) -> Extracted:
             cleaned = page.cleaned_html if page else html
             markdown = trafilatura.extract(cleaned, url=url, **TRAFILATURA_OPTIONS)
             extractor = "trafilatura"
+            if markdown and not _has_body(markdown):
+                # Headings alone (a page of links under a heading): markdownify keeps the rest.
+                markdown = None
         except Exception:  # trafilatura raises many kinds on broken markup; the fallback decides
             markdown = None
     if not markdown or not markdown.strip():
@@ -239,6 +242,11 @@ def _markdownify_main(html: str) -> str:
     return markdownify(
         lxml.html.tostring(main, encoding="unicode"), heading_style="ATX", bullets="-"
     )
+
+
+def _has_body(markdown: str) -> bool:
+    """Whether ``markdown`` has a line that is not a heading."""
+    return any(line.strip() and not line.startswith("#") for line in markdown.split("\n"))
 
 
 def _first_heading(markdown: str) -> str:

@@ -198,3 +198,15 @@ def test_a_main_h1_beats_the_site_header():
         "<main><h1>Key rotation</h1>" + PROSE + "</main></body></html>"
     )
     assert extract(html, "http://x/k").title == "Key rotation"
+
+
+def test_headings_alone_from_trafilatura_fall_back_to_markdownify():
+    # trafilatura keeps the heading of a page of links and drops the links (a TOC page)
+    html = (
+        "<html><head><title>Contents</title></head><body><h1>GCC 12 Release Series<br>"
+        "Changes</h1><h2>Contents</h2><ul><li><a href='a.html'>1. Reference</a></li>"
+        "<li><a href='b.html'>2. Objects</a></li></ul></body></html>"
+    )
+    result = extract(html, "http://x/contents.html")
+    assert result.title == "GCC 12 Release Series Changes"
+    assert "1. Reference" in result.markdown and "2. Objects" in result.markdown
