@@ -122,6 +122,52 @@ def canonical_link(body: bytes, headers: dict[str, str], base_url: str) -> str |
     return None
 
 
+_META_TAG = re.compile(r"<meta\b[^>]*>", re.I)
+_STR_ATTR = re.compile(r"""([a-zA-Z-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""")
+# HTML Living Standard, "shared declarative refresh steps": a delay, then ; or , and an
+# optional ``url=``, the URL optionally quoted.
+_REFRESH = re.compile(
+    r"""^\s*[0-9.]*\s*[;,]?\s*(?:url\s*=\s*)?(?P<q>["']?)(?P<url>.*?)(?P=q)\s*$""",
+    re.I | re.S,
+)
+
+
+def meta_refresh(html: str, base_url: str) -> str | None:
+    """Where a ``<meta http-equiv="refresh">`` in the first 64 KiB of ``html`` sends the
+    reader (resolved against ``base_url``), or None: no such tag, a refresh without a URL (a
+    reload), or one back to ``base_url`` itself.
+
+    mdBook and many static sites publish moved pages as such stubs; their text is "Redirecting
+    to …", never the target's content.
+
+    Example::
+
+        >>> meta_refresh('<meta http-equiv="refresh" content="0; URL=../reference/a.html">',
+        ...              "http://docs.test/guide/a.html")
+        'http://docs.test/reference/a.html'
+        >>> meta_refresh("<meta content='5, url=/new' http-equiv=Refresh>", "http://x/old")
+        'http://x/new'
+        >>> meta_refresh('<meta http-equiv="refresh" content="30">', "http://x/live") is None
+        True
+        >>> meta_refresh('<meta name="description" content="0; url=/x">', "http://x/") is None
+        True
+    """
+    for tag in _META_TAG.findall(html[:65536]):
+        attrs = {
+            m.group(1).lower(): (m.group(2) or m.group(3) or m.group(4) or "")
+            for m in _STR_ATTR.finditer(tag)
+        }
+        if attrs.get("http-equiv", "").strip().lower() != "refresh":
+            continue
+        match = _REFRESH.match(html_unescape(attrs.get("content", "")))
+        target = match.group("url").strip() if match else ""
+        if not target:
+            return None
+        resolved = urljoin(base_url, target)
+        return None if resolved == base_url else resolved
+    return None
+
+
 # How ragsync calls trafilatura (the side-by-side benchmark gives its peers the same settings).
 TRAFILATURA_OPTIONS: dict[str, Any] = {
     "output_format": "markdown",

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from ragsync.extract import content_hash, extract, extract_response, normalize_markdown
+from ragsync.extract import (
+    content_hash,
+    extract,
+    extract_response,
+    meta_refresh,
+    normalize_markdown,
+)
 from ragsync.testing import DevSite
 
 BODY = """<h1>Key rotation</h1>
@@ -210,3 +218,30 @@ def test_headings_alone_from_trafilatura_fall_back_to_markdownify():
     result = extract(html, "http://x/contents.html")
     assert result.title == "GCC 12 Release Series Changes"
     assert "1. Reference" in result.markdown and "2. Objects" in result.markdown
+
+
+def test_meta_refresh_names_the_target_of_a_real_mdbook_stub():
+    stub = Path(__file__).parent / "fixtures/docsites/mdbook/redirect-stub-build-cache.html"
+    html = stub.read_text(encoding="utf-8")
+    url = "http://docs.test/cargo/guide/build-cache.html"
+    assert meta_refresh(html, url) == "http://docs.test/cargo/reference/build-cache.html"
+    page = (stub.parent / "source-replacement.html").read_text(encoding="utf-8")
+    assert meta_refresh(page, "http://docs.test/cargo/reference/source-replacement.html") is None
+
+
+@pytest.mark.parametrize(
+    ("content", "target"),
+    [
+        ("0; url=/b", "http://x/b"),
+        ("0;URL='b?q=1#f'", "http://x/b?q=1#f"),
+        ('3, url="https://y.test/"', "https://y.test/"),
+        ("0", None),
+        ("0; url=http://x/a", None),
+        ("", None),
+    ],
+)
+def test_meta_refresh_parses_the_declarative_refresh(content, target):
+    html = f"<html><head><meta http-equiv='refresh' content='{content}'></head></html>"
+    if "'" in content:
+        html = f'<html><head><meta http-equiv="Refresh" content="{content}"></head></html>'
+    assert meta_refresh(html, "http://x/a") == target
