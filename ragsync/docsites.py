@@ -214,6 +214,8 @@ def read(html: str) -> DocPage | None:
     _remove(tree, _COMMON_CHROME)
     for heading in list(tree.iter(*HEADINGS)):
         _flatten_heading(heading)
+    for pre in list(tree.iter("pre")):
+        _split_paired_code(pre)
     main = main_element(tree, generator)
     title = page_title(main, head_title, og_title)
     markdown = to_markdown(main) if generator else ""
@@ -340,6 +342,20 @@ def _flatten_heading(heading: Any) -> None:
     for name in list(heading.attrib):
         if name not in ("id", "class"):
             del heading.attrib[name]
+
+
+def _split_paired_code(pre: Any) -> None:
+    """One ``<pre>`` per ``<code>``: Node's API docs put an ES-module and a CommonJS example
+    in one ``<pre>`` (a toggle shows one), which would read as one block with the two glued."""
+    codes = [child for child in pre if child.tag == "code"]
+    if len(codes) < 2:
+        return
+    for code in codes:
+        single = etree.Element("pre", {"class": pre.get("class", "")})
+        single.append(code)  # moves it out of the shared <pre>
+        single.tail = "\n"
+        pre.addprevious(single)
+    pre.drop_tree()
 
 
 def _in_chrome(element: Any, main: Any) -> bool:

@@ -106,3 +106,19 @@ def test_the_corpus_has_code_comments_and_six_generators():
 def test_code_blocks_keep_their_language():
     markdown = extracted(next(p for p in PAGES if p["file"].endswith("source-replacement.html")))
     assert "```toml\n# The `source` table is where all keys" in markdown[1]
+
+
+def test_paired_node_examples_are_two_code_blocks():
+    """Node's ES-module and CommonJS flavours of one example share a <pre>."""
+    page = next(p for p in PAGES if p["file"] == "nodejs/string_decoder.html")
+    markdown = extracted(page)[1]
+    assert "```js\nimport { StringDecoder } from 'node:string_decoder';\n```" in markdown
+    assert "```js\nconst { StringDecoder } = require('node:string_decoder');\n```" in markdown
+    assert "€const" not in markdown
+
+
+def test_node_history_and_added_in_are_kept():
+    page = next(p for p in PAGES if p["file"] == "nodejs/string_decoder.html")
+    markdown = extracted(page)[1]
+    assert "Added in: v0.9.3" in markdown
+    assert "| v8.0.0 | Each invalid character is now replaced by a single" in markdown
