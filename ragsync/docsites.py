@@ -207,7 +207,8 @@ def read(html: str) -> DocPage | None:
         return None
     generator = detect(tree)
     head_title = " ".join((tree.findtext(".//title") or "").split())
-    og_title = _og_title(tree)
+    og_title = _og_meta(tree, "og:title")
+    site_name = _og_meta(tree, "og:site_name")
     _remove(tree, _HIDDEN)
     if generator:
         _remove(tree, generator.chrome)
@@ -217,7 +218,7 @@ def read(html: str) -> DocPage | None:
     for pre in list(tree.iter("pre")):
         _split_paired_code(pre)
     main = main_element(tree, generator)
-    title = page_title(main, head_title, og_title)
+    title = page_title(main, head_title, og_title, site_name)
     markdown = to_markdown(main) if generator else ""
     cleaned = lxml.html.tostring(tree, encoding="unicode")
     return DocPage(title, generator.name if generator else "", markdown, cleaned)
@@ -242,16 +243,19 @@ def main_element(tree: Any, generator: Generator | None) -> Any:
     return tree
 
 
-def page_title(main: Any, head_title: str, og_title: str) -> str:
+def page_title(main: Any, head_title: str, og_title: str, site_name: str = "") -> str:
     """The title the page shows: the main content's first visible ``<h1>`` outside
     navigation; else ``<title>`` cut after the main content's first heading when it starts
-    with it (section numbers ignored), or without its last `` | ``/`` - ``/`` — ``/`` · ``
-    part; else ``og:title``.
+    with it (section numbers ignored), or without the part equal to ``og:site_name``
+    (``site_name``), or without its last `` | ``/`` - ``/`` — ``/`` · `` part; else
+    ``og:title``.
 
     Example::
 
         >>> page_title(lxml.html.fromstring("<div><h2>Usage</h2></div>"), "Usage | Node.js", "")
         'Usage'
+        >>> page_title(lxml.html.fromstring("<div></div>"), "Acme Docs · Install", "", "Acme Docs")
+        'Install'
     """
     headings = [h for h in main.iter(*HEADINGS) if not _in_chrome(h, main)]
     for heading in headings:
@@ -266,8 +270,12 @@ def page_title(main: Any, head_title: str, og_title: str) -> str:
                 if not rest or not rest[0].isalnum():
                     return first
         for separator in _SEPARATORS:
-            if separator in head_title:
-                return head_title.rsplit(separator, 1)[0].strip()
+            if separator not in head_title:
+                continue
+            first_part, rest = head_title.split(separator, 1)
+            if site_name and first_part.strip() == site_name:  # "Site | Page"
+                return rest.strip()
+            return head_title.rsplit(separator, 1)[0].strip()
         return head_title
     return og_title
 
@@ -313,8 +321,8 @@ def _code_language(pre: Any) -> str:
     return ""
 
 
-def _og_title(tree: Any) -> str:
-    for meta in tree.xpath("//meta[@property='og:title' or @name='og:title']"):
+def _og_meta(tree: Any, name: str) -> str:
+    for meta in tree.xpath(f"//meta[@property='{name}' or @name='{name}']"):
         content = " ".join((meta.get("content") or "").split())
         if content:
             return content

@@ -245,3 +245,13 @@ def test_meta_refresh_parses_the_declarative_refresh(content, target):
     if "'" in content:
         html = f'<html><head><meta http-equiv="Refresh" content="{content}"></head></html>'
     assert meta_refresh(html, "http://x/a") == target
+
+
+def test_title_drops_the_og_site_name_wherever_it_stands():
+    html = (
+        '<html><head><title>Acme Docs | Install the agent</title><meta property="og:site_name" '
+        'content="Acme Docs"></head><body><article><h2>Before you start</h2>'
+        + PROSE
+        + "</article></body></html>"
+    )
+    assert extract(html, "http://x/install").title == "Install the agent"
