@@ -22,7 +22,8 @@ from lxml import etree
 
 HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 # Header-anchor glyphs generators append or prepend to heading text (Sphinx ¶, rustdoc §,
-# Node and MkDocs #, GitHub's link emoji).
+# GitHub's link emoji). A "#" anchor (Node, MkDocs) is removed as the element it is, never
+# stripped from text: "C#" ends in one.
 GLYPHS = "¶§🔗"
 _SEPARATORS = (" | ", " - ", " — ", " – ", " · ", " :: ")
 _NUMBERING = re.compile(r"^(?:[0-9A-Z]+\.)*[0-9]+\.?\s+")
@@ -206,7 +207,8 @@ def read(html: str) -> DocPage | None:
     except (ValueError, etree.ParserError):
         return None
     generator = detect(tree)
-    head_title = " ".join((tree.findtext(".//title") or "").split())
+    titles = tree.xpath("//title[not(ancestor::svg)]")
+    head_title = " ".join((titles[0].text_content() if titles else "").split())
     og_title = _og_meta(tree, "og:title")
     site_name = _og_meta(tree, "og:site_name")
     _remove(tree, _HIDDEN)
@@ -342,6 +344,9 @@ def _flatten_heading(heading: Any) -> None:
     for br in heading.iter("br"):  # "Release Series<br>Changes" reads as two words
         br.tail = " " + (br.tail or "")
     text = heading_text(heading)
+    if not text:  # an anchor alone, or an icon: no heading at all
+        heading.drop_tree()
+        return
     tail = heading.tail
     for child in list(heading):
         heading.remove(child)
