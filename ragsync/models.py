@@ -174,7 +174,7 @@ class Extracted:
     title: str
     markdown: str
     content_hash: str
-    extractor: str  # "trafilatura" or "markdownify"
+    extractor: str  # "trafilatura", "markdownify", "docs:<generator>" or "record"
 
 
 @dataclass(frozen=True)
