@@ -19,7 +19,7 @@ import click
 
 from ragsync import __version__
 from ragsync.errors import ConfigError, RagsyncError
-from ragsync.render import print_status
+from ragsync.render import print_plan, print_report, print_status
 from ragsync.runlock import RunLocked
 
 CONFIG_OPTION = click.option(
@@ -34,7 +34,8 @@ CONFIG_OPTION = click.option(
 
 
 def _progress() -> Any:
-    """Progress bars on a terminal (stderr), plain log lines otherwise; none with -q."""
+    """Progress bars on a terminal (stderr), plain log lines otherwise (one per 100 pages or
+    10%); none with -q."""
     from ragsync.progress import LogProgress, RichProgress
 
     if not _quiet() and sys.stderr.isatty():
@@ -76,6 +77,9 @@ def main(ctx: click.Context, verbose: int, quiet: bool) -> None:
     logging.basicConfig(
         level=level, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr
     )
+    # Progress lines (one per 100 pages or 10%) show without -v, so a long sync under cron or
+    # in a pipe says it is moving; on a terminal, `run` shows bars instead.
+    logging.getLogger("ragsync.progress").setLevel(level if quiet else min(level, logging.INFO))
     for noisy in ("httpx", "httpcore", "trafilatura", "sentence_transformers"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
@@ -214,7 +218,7 @@ def _report(result: Any, *, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
-        _print_report(result.to_dict())
+        print_report(result.to_dict(), quiet=_quiet())
     sys.exit(0 if result.ok else 1)
 
 
@@ -234,23 +238,6 @@ def _with_progress(config_path: str, action: Callable[[Any], Any], *, as_json: b
 def _quiet() -> bool:
     ctx = click.get_current_context(silent=True)
     return bool(ctx and ctx.find_root().obj and ctx.find_root().obj.get("quiet"))
-
-
-def _print_report(report: dict[str, Any]) -> None:
-    """The run report on stderr; with -q only when something failed (cron mails it)."""
-    if _quiet() and report["ok"]:
-        return
-    counters = {k: v for k, v in report["counters"].items() if v}
-    state = "ok" if report["ok"] else "finished with errors"
-    click.echo(f"run {report['run_id']}: {state}", err=True)
-    width = max((len(k) for k in counters), default=0)
-    for name, value in counters.items():
-        click.echo(f"  {name:<{width}}  {value}", err=True)
-    for source_id, outcome in report["sources"].items():
-        for error in outcome["errors"][:20]:
-            click.echo(f"  [{source_id}] {error}", err=True)
-        if len(outcome["errors"]) > 20:
-            click.echo(f"  [{source_id}] … {len(outcome['errors']) - 20} more", err=True)
 
 
 @main.command()
@@ -284,25 +271,7 @@ def plan(config_path: str, source_id: str | None, revalidate_all: bool, as_json:
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
-    counters = report["counters"]
-    click.echo(
-        f"would request {counters['requests_sent']} URLs "
-        f"({counters['conditional_requests_sent']} conditional): "
-        f"{counters['responses_304']} unchanged (304), "
-        f"{counters['responses_200_unchanged']} unchanged (same content), "
-        f"{counters['responses_200_changed']} changed"
-    )
-    click.echo(
-        f"would embed {report['embedding']['texts']} new texts "
-        f"({report['embedding']['tokens']} model tokens), reuse {counters['chunks_reused']} "
-        f"from the cache, upsert {counters['points_upserted']} points, delete "
-        f"{counters['points_deleted']}"
-    )
-    for doc in report["documents"]:
-        click.echo(
-            f"  {doc['change']:<8} {doc['url']}  +{doc['chunks_added']} "
-            f"-{doc['chunks_removed']} ={doc['chunks_kept']}"
-        )
+    print_plan(report)
 
 
 @main.command()

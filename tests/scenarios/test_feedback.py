@@ -1,0 +1,161 @@
+"""Feedback on real runs (issue 18, part 5): why nothing was requested, which pages are about
+to be tombstoned and when, and progress lines from a long sync without ``-v``."""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import timedelta
+
+import pytest
+
+from ragsync.clock import iso, parse_iso
+from ragsync.progress import LogProgress
+from ragsync.render import not_requested, print_status
+from ragsync.sync import Syncer
+from ragsync.testing import DevSite
+from tests.support import Clock, example_pages, make_config, page, ragsync_cli, sitemap_source
+
+GONE = "/guide/page-1"
+
+
+@pytest.fixture
+def world(tmp_path, embedder):
+    site = DevSite(example_pages(3))
+    site.start()
+    clock = Clock()
+    made: list[Syncer] = []
+
+    def build(**source):
+        config = make_config(tmp_path / f"s{len(made)}", [sitemap_source(site, **source)])
+        made.append(Syncer(config, embedder=embedder, clock=clock))
+        return made[-1]
+
+    yield site, clock, build
+    for syncer in made:
+        syncer.close()
+    site.stop()
+
+
+def test_run_and_plan_name_the_source_not_due_and_until_when(world):
+    site, clock, build = world
+    syncer = build(every="1h")
+    syncer.run()
+    due = iso(clock.now + timedelta(hours=1))
+    clock.advance(minutes=5)
+    seen = len(site.hits)
+    planned = syncer.plan()
+    result = syncer.run().to_dict()
+    assert len(site.hits) == seen  # nothing was requested …
+    for report in (planned, result):  # … and the report says why, per source
+        docs = report["sources"]["docs"]
+        assert docs["listing_not_due"] == {"until": due, "every": 3600.0, "cron": None}
+        assert docs["counters"]["sources_not_due"] == 1
+        assert not_requested(report["sources"], clock.now) == [
+            "source docs: nothing requested: not due until 13:00 UTC (every 1h)",
+            "use --all to request everything now",
+        ]
+    forced = syncer.run(revalidate_all=True).to_dict()
+    assert forced["sources"]["docs"]["listing_not_due"] is None
+    assert not_requested(forced["sources"], clock.now) == []
+
+
+def test_a_cron_source_and_pages_not_due_say_so_too(world):
+    site, clock, build = world
+    syncer = build(every="0s", min_interval="1h")
+    syncer.run()
+    report = syncer.plan()  # the listing is due, its pages are not
+    assert report["counters"]["requests_sent"] > 0  # robots.txt and the sitemap
+    lines = not_requested(report["sources"], clock.now)
+    assert lines == ["source docs: 3 page(s) not due yet (adaptive revisit)", lines[-1]]
+
+    cron = build(cron="0 6 * * *", min_interval="1h")
+    cron.run()
+    clock.advance(minutes=1)
+    lines = not_requested(cron.plan()["sources"], clock.now)
+    # Due again at 06:00 tomorrow: the date is named.
+    assert lines[0] == (
+        "source docs: nothing requested: not due until 2026-12-01 06:00 UTC (cron '0 6 * * *')"
+    )
+
+
+def test_status_names_suspected_pages_and_when_each_is_tombstoned_at_the_earliest(world, capsys):
+    site, clock, build = world
+    syncer = build(missing_confirmations=2, missing_grace="1h")
+    syncer.run()
+    site.remove_page(GONE)
+    clock.advance(minutes=10)
+    first_404 = clock.now
+    syncer.run()
+    docs = syncer.status(count_points=False)["sources"]["docs"]
+    url = site.base_url + GONE
+    [item] = docs["suspected_missing"]
+    assert item["url"] == url and item["reason"] == "HTTP 404"
+    assert item["since"] == iso(first_404)
+    assert (item["observations"], item["confirmations"], item["observations_needed"]) == (1, 2, 1)
+    earliest = parse_iso(item["tombstone_at_earliest"])
+    assert earliest == first_404 + timedelta(hours=1)  # the grace, from the first 404
+
+    print_status(syncer.status(count_points=False))
+    text = capsys.readouterr().out
+    assert "suspected missing (1), content still indexed:" in text
+    assert f"{url}: HTTP 404 — since {iso(first_404)}, 1/2 observation(s)" in text
+    assert f"tombstoned at the earliest {item['tombstone_at_earliest']}" in text
+
+    # The time is right: a check a minute before keeps the page, one at that time removes it.
+    clock.now = earliest - timedelta(minutes=1)
+    syncer.run()
+    assert syncer.state.documents.get(f"docs:{url}")["status"] == "suspected_missing"
+    clock.now = earliest
+    assert syncer.run().counters.tombstones_created == 1
+    assert syncer.status(count_points=False)["sources"]["docs"]["suspected_missing"] == []
+
+
+def test_log_progress_is_one_line_per_100_pages_or_10_percent(caplog):
+    caplog.set_level(logging.INFO, logger="ragsync.progress")
+    progress = LogProgress()
+    for done in range(64, 1000, 64):
+        progress.pages("docs", done, 1000)
+    progress.pages("docs", 1000, 1000)
+    lines = [r.getMessage() for r in caplog.records if r.name == "ragsync.progress"]
+    assert len(lines) == 10 and lines[-1].startswith("docs: 1000/1000 pages checked (100%)")
+    caplog.clear()
+    for done in range(64, 5000, 64):  # 10% of 5000 is more than 100 pages
+        progress.pages("big", done, 5000)
+    assert len(caplog.records) == 9
+    caplog.clear()
+    progress.pages("small", 40, 40)  # a short run says nothing
+    assert caplog.records == []
+
+
+def test_cli_says_why_nothing_was_requested_and_logs_progress_without_v(tmp_path):
+    pages = {
+        f"/p/{i}": page(f"Note {i}", {"Body": [f"Note number {i} says {i * 7} things."]})
+        for i in range(120)
+    }
+    site = DevSite(pages)
+    site.start()
+    try:
+        config = tmp_path / "ragsync.toml"
+        config.write_text(
+            f'[[sources]]\nid = "docs"\nkind = "sitemap"\nevery = "1h"\n'
+            f'url = "{site.base_url}/sitemap.xml"\n'
+        )
+        first = ragsync_cli("run", config=config)  # stderr is a pipe, not a terminal
+        assert first.returncode == 0, first.stderr
+        progress = [line for line in first.stderr.splitlines() if "pages checked" in line]
+        # Windows of 64 pages: the line comes once 100 pages are passed, at 120 (the end).
+        assert len(progress) == 1 and "INFO docs: 120/120 pages checked (100%)" in progress[0]
+
+        planned = ragsync_cli("plan", config=config)
+        again = ragsync_cli("run", config=config)
+        pattern = (
+            r"source docs: nothing requested: not due until (\d\d:\d\d|\d{4}-\d\d-\d\d \d\d:\d\d)"
+            r" UTC \(every 1h\)\nuse --all to request everything now"
+        )
+        assert re.search(pattern, planned.stdout), planned.stdout
+        assert re.search(pattern, again.stderr), again.stderr
+        quiet = ragsync_cli("-q", "run", config=config)
+        assert quiet.returncode == 0 and quiet.stderr == ""
+    finally:
+        site.stop()
