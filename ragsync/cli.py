@@ -87,14 +87,30 @@ def main(ctx: click.Context, verbose: int, quiet: bool) -> None:
 @main.command()
 @click.argument("path", default="ragsync.toml", type=click.Path(dir_okay=False))
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
-def init(path: str, force: bool) -> None:
-    """Write a commented starter ragsync.toml at PATH."""
+@click.option(
+    "--url",
+    help="Probe this site (robots.txt Sitemap: lines, sitemap.xml, feeds, else a crawl) and "
+    "write a source for it.",
+)
+def init(path: str, force: bool, url: str | None) -> None:
+    """Write a commented starter ragsync.toml at PATH (with --url: one source for a site)."""
     from importlib.resources import files
 
     target = Path(path)
     if target.exists() and not force:
         click.echo(f"ragsync: {target} already exists (use --force to overwrite it)", err=True)
         sys.exit(2)
+    if url:
+        from ragsync.initsite import probe_site, site_config
+
+        try:
+            choice = probe_site(url)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--url") from None
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(site_config(choice))
+        click.echo(f'wrote {target}: kind = "{choice.kind}": {choice.reason}', err=True)
+        return
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(files("ragsync").joinpath("starter.toml").read_text(encoding="utf-8"))
     click.echo(f"wrote {target}: edit its [[sources]] table, then run `ragsync run`", err=True)

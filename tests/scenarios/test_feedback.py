@@ -1,15 +1,20 @@
 """Feedback on real runs (issue 18, part 5): why nothing was requested, which pages are about
-to be tombstoned and when, and progress lines from a long sync without ``-v``."""
+to be tombstoned and when, and progress lines from a long sync without ``-v``; and
+``ragsync init --url`` (part 4), which probes a site for the way to list its pages."""
 
 from __future__ import annotations
 
 import logging
 import re
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
 
 from ragsync.clock import iso, parse_iso
+from ragsync.config import load_config
+from ragsync.initsite import probe_site
 from ragsync.progress import LogProgress
 from ragsync.render import not_requested, print_status
 from ragsync.sync import Syncer
@@ -159,3 +164,110 @@ def test_cli_says_why_nothing_was_requested_and_logs_progress_without_v(tmp_path
         assert quiet.returncode == 0 and quiet.stderr == ""
     finally:
         site.stop()
+
+
+# -- `ragsync init --url` (issue 18, part 4) ----------------------------------------------------
+
+ATOM = (
+    '<?xml version="1.0" encoding="utf-8"?><feed xmlns="http://www.w3.org/2005/Atom">'
+    "<title>News</title><id>urn:x</id><updated>2026-11-30T00:00:00Z</updated>"
+    '<entry><title>One</title><id>urn:1</id><link href="/guide/page-0"/>'
+    "<updated>2026-11-30T00:00:00Z</updated></entry></feed>"
+)
+
+
+@pytest.fixture
+def plain_site():
+    site = DevSite(example_pages(2))
+    site.start()
+    yield site
+    site.stop()
+
+
+def hide_sitemaps(site, extra=None):
+    """No sitemap anywhere; ``extra`` maps paths to ``(content type, body)`` served instead."""
+
+    def fault(path, headers):
+        if path in (extra or {}):
+            kind, body = extra[path]
+            return 200, {"Content-Type": kind}, body.encode()
+        if "sitemap" in path:
+            return 404, {"Content-Type": "text/html"}, b"<h1>Not found</h1>"
+        return None
+
+    site.fault = fault
+
+
+def test_init_probe_prefers_robots_sitemap_lines_on_the_site_itself(plain_site):
+    site = plain_site
+    base = site.base_url
+    site.robots = (
+        "User-agent: *\nDisallow: /private\n"
+        "Sitemap: http://elsewhere.invalid/sitemap.xml\nSitemap: /sitemap.xml\n"
+    )
+    choice = probe_site(base + "/")
+    assert (choice.kind, choice.url, choice.include) == ("sitemap", base + "/sitemap.xml", ())
+    assert choice.reason == f"robots.txt names the sitemap {base}/sitemap.xml"
+    assert [h.path for h in site.hits] == ["/robots.txt", "/sitemap.xml"]
+
+    site.robots += "Sitemap: /sitemap-1.xml.gz\n"  # several: the source reads robots.txt
+    choice = probe_site(base + "/guide/page-1")
+    assert (choice.kind, choice.url) == ("sitemap", base + "/robots.txt")
+    assert choice.include == (base + "/guide/*",)  # kept to the start URL's directory
+
+
+def test_init_probe_then_sitemap_xml_then_a_linked_feed_then_a_crawl(plain_site):
+    site = plain_site
+    base = site.base_url
+    choice = probe_site(base + "/guide/page-0")  # robots.txt has no Sitemap: line
+    assert (choice.kind, choice.url) == ("sitemap", base + "/sitemap.xml")
+    assert choice.reason == f"found a sitemap at {base}/sitemap.xml, kept to {base}/guide/*"
+    assert [h.path for h in site.hits[1:]] == ["/guide/sitemap.xml", "/sitemap.xml"]
+
+    link = '<link rel="alternate" type="application/atom+xml" href="/news.atom">'
+    site.set_page("/", "Home", f"{link}<p>Welcome to the documentation of the service.</p>")
+    hide_sitemaps(site, {"/news.atom": ("application/atom+xml", ATOM)})
+    choice = probe_site(base + "/")
+    assert (choice.kind, choice.url) == ("feed", base + "/news.atom")
+
+    hide_sitemaps(site)
+    choice = probe_site(base + "/")
+    assert (choice.kind, choice.url) == ("crawl", base + "/")
+    assert choice.reason.startswith("no sitemap or feed found (")
+
+    site.robots = "User-agent: *\nDisallow: /\n"
+    seen = len(site.hits)
+    choice = probe_site(base + "/guide/page-0")
+    assert choice.kind == "crawl" and "robots.txt disallows the start page" in choice.reason
+    assert "/guide/page-0" not in [h.path for h in site.hits[seen:]]  # never requested
+
+
+def test_init_url_writes_a_working_config_and_says_why_in_one_line(plain_site, tmp_path):
+    site = plain_site
+    path = tmp_path / "ragsync.toml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ragsync", "init", str(path), "--url", site.base_url + "/"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f'wrote {path}: kind = "sitemap": found a sitemap at {site.base_url}/sitemap.xml'
+    ]
+    [source] = load_config(path).sources
+    assert (source.id, source.kind, source.options.url) == (
+        "docs",
+        "sitemap",
+        site.base_url + "/sitemap.xml",
+    )
+    planned = ragsync_cli("plan", config=path)
+    assert planned.returncode == 0 and "2 changed" in planned.stdout, planned.stderr
+
+    bad = subprocess.run(
+        [sys.executable, "-m", "ragsync", "init", str(tmp_path / "x.toml"), "--url", "ftp://x/"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "not an absolute http(s) URL" in bad.stderr
