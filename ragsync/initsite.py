@@ -26,7 +26,7 @@ import httpx
 
 from ragsync.config import FetchConfig
 from ragsync.errors import FetchError
-from ragsync.fetch import Fetcher
+from ragsync.fetch import Fetcher, OutOfScope
 from ragsync.models import Response
 from ragsync.robots import decode_robots, parse_robots, product_token, robots_target
 from ragsync.scope import Scope, hostname
@@ -132,8 +132,11 @@ class SiteProbe:
         """GET ``url`` in scope; None (and a note) on any failure or a status other than 200."""
         try:
             response = self.fetcher.get(url, scope=self.scope)
+        except OutOfScope as exc:
+            self.notes.append(f"{url} redirects to another host: {exc.target}")
+            return None
         except FetchError as exc:
-            self.notes.append(f"{url}: {exc}")
+            self.notes.append(str(exc) if url in str(exc) else f"{url}: {exc}")
             return None
         if response.status != 200:
             self.notes.append(f"{url}: HTTP {response.status}")
@@ -173,6 +176,8 @@ class SiteProbe:
                     reason = f"no sitemap; the start page links to the feed {feed}"
                     return self.limited(SiteChoice("feed", feed, reason), covers=self.root)
         tried = "; ".join(self.notes[-3:])
+        if page is None and self.notes[-1].startswith(f"{self.url} redirects to another host"):
+            tried = f"{self.notes[-1]}: give --url that URL"
         return SiteChoice("crawl", self.url, f"no sitemap or feed found ({tried})")
 
     def from_robots(self, robots_url: str, sitemaps: list[str]) -> SiteChoice | None:

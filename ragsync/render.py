@@ -196,10 +196,12 @@ def print_suspected(items: list[dict[str, Any]]) -> None:
         return
     click.echo(f"  suspected missing ({len(items)}), content still indexed:")
     for item in items[:20]:
-        more = item["observations_needed"]
+        more, reason = item["observations_needed"], item["reason"] or "missing"
+        # A permanent redirect, once confirmed, moves the record rather than removing it.
+        fate = "moved" if reason.startswith("redirects permanently") else "tombstoned"
         click.echo(
-            f"    {item['url']}: {item['reason'] or 'missing'} — since {item['since']}, "
-            f"{item['observations']}/{item['confirmations']} observation(s); tombstoned at the "
+            f"    {item['url']}: {reason} — since {item['since']}, "
+            f"{item['observations']}/{item['confirmations']} observation(s); {fate} at the "
             f"earliest {item['tombstone_at_earliest']}"
             + (
                 f" ({more} more checks must find it missing)"

@@ -271,3 +271,21 @@ def test_init_url_writes_a_working_config_and_says_why_in_one_line(plain_site, t
         timeout=120,
     )
     assert bad.returncode == 2 and "not an absolute http(s) URL" in bad.stderr
+
+
+def test_init_probe_follows_no_redirect_to_another_host(plain_site):
+    site = plain_site
+    port = site.base_url.rsplit(":", 1)[1]
+
+    def elsewhere(path, headers):  # localhost: the same server, but another host
+        if path in ("/", "/robots.txt"):
+            return 301, {"Location": f"http://localhost:{port}{path}"}, b""
+        return (404, {}, b"") if "sitemap" in path else None
+
+    site.fault = elsewhere
+    choice = probe_site(site.base_url + "/")
+    assert choice.kind == "crawl" and choice.reason == (
+        f"no sitemap or feed found ({site.base_url}/ redirects to another host: "
+        f"http://localhost:{port}/: give --url that URL)"
+    )
+    assert [h.path for h in site.hits].count("/") == 1  # the 301 only: never followed
