@@ -29,7 +29,7 @@ from ragsync.errors import FetchError
 from ragsync.fetch import Fetcher, OutOfScope
 from ragsync.models import Response
 from ragsync.robots import decode_robots, parse_robots, product_token, robots_target
-from ragsync.scope import Scope, hostname
+from ragsync.scope import Scope, hostname, origin
 
 FEED_TYPES = frozenset({"application/rss+xml", "application/atom+xml"})
 SITEMAP_MARKS = (b"<urlset", b"<sitemapindex")
@@ -121,7 +121,10 @@ class SiteProbe:
         self.root = f"{parts.scheme}://{parts.netloc}/"
         self.config = fetch or FetchConfig()
         # The start URL's host is this source's own: a local development site is allowed.
-        self.scope = Scope(SOURCE_ID, frozenset({hostname(url)}))
+        own = origin(url)
+        self.scope = Scope(
+            SOURCE_ID, frozenset({hostname(url)}), origins=frozenset({own} if own else ())
+        )
         self.fetcher = Fetcher(self.config, transport=transport)
         self.notes: list[str] = []  # probes that failed, for the reason line
 
