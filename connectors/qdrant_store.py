@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID
 
-from ragsync.config import StoreConfig, resolve_env
+from ragsync.config import StoreConfig, resolve_env, resolve_env_url
 from ragsync.errors import StoreError
 from ragsync.models import Hit
 from ragsync.policy import retry_delay
@@ -78,12 +78,13 @@ class QdrantStore:
 
     @classmethod
     def from_config(cls, config: StoreConfig) -> QdrantStore:
-        """The store the ``[store]`` table describes (API key resolved from the environment)."""
+        """The store the ``[store]`` table describes (``${VAR}`` in its URL and API key resolved
+        from the environment)."""
         api_key = resolve_env(config.api_key, key="store.api_key")
         return cls(
             config.collection,
             path=config.path,
-            url=config.url,
+            url=resolve_env_url(config.url, key="store.url"),
             api_key=api_key,
             shard_number=config.shard_number,
             replication_factor=config.replication_factor,

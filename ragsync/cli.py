@@ -19,7 +19,7 @@ import click
 
 from ragsync import __version__
 from ragsync.errors import ConfigError, RagsyncError
-from ragsync.render import print_status
+from ragsync.render import print_plan, print_report, print_status
 from ragsync.runlock import RunLocked
 
 CONFIG_OPTION = click.option(
@@ -34,7 +34,8 @@ CONFIG_OPTION = click.option(
 
 
 def _progress() -> Any:
-    """Progress bars on a terminal (stderr), plain log lines otherwise; none with -q."""
+    """Progress bars on a terminal (stderr), plain log lines otherwise (one per 100 pages or
+    10%); none with -q."""
     from ragsync.progress import LogProgress, RichProgress
 
     if not _quiet() and sys.stderr.isatty():
@@ -76,6 +77,9 @@ def main(ctx: click.Context, verbose: int, quiet: bool) -> None:
     logging.basicConfig(
         level=level, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr
     )
+    # Progress lines (one per 100 pages or 10%) show without -v, so a long sync under cron or
+    # in a pipe says it is moving; on a terminal, `run` shows bars instead.
+    logging.getLogger("ragsync.progress").setLevel(level if quiet else min(level, logging.INFO))
     for noisy in ("httpx", "httpcore", "trafilatura", "sentence_transformers"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
@@ -83,14 +87,30 @@ def main(ctx: click.Context, verbose: int, quiet: bool) -> None:
 @main.command()
 @click.argument("path", default="ragsync.toml", type=click.Path(dir_okay=False))
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
-def init(path: str, force: bool) -> None:
-    """Write a commented starter ragsync.toml at PATH."""
+@click.option(
+    "--url",
+    help="Probe this site (robots.txt Sitemap: lines, sitemap.xml, feeds, else a crawl) and "
+    "write a source for it.",
+)
+def init(path: str, force: bool, url: str | None) -> None:
+    """Write a commented starter ragsync.toml at PATH (with --url: one source for a site)."""
     from importlib.resources import files
 
     target = Path(path)
     if target.exists() and not force:
         click.echo(f"ragsync: {target} already exists (use --force to overwrite it)", err=True)
         sys.exit(2)
+    if url:
+        from ragsync.initsite import probe_site, site_config
+
+        try:
+            choice = probe_site(url)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--url") from None
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(site_config(choice))
+        click.echo(f'wrote {target}: kind = "{choice.kind}": {choice.reason}', err=True)
+        return
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(files("ragsync").joinpath("starter.toml").read_text(encoding="utf-8"))
     click.echo(f"wrote {target}: edit its [[sources]] table, then run `ragsync run`", err=True)
@@ -214,7 +234,7 @@ def _report(result: Any, *, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
-        _print_report(result.to_dict())
+        print_report(result.to_dict(), quiet=_quiet())
     sys.exit(0 if result.ok else 1)
 
 
@@ -234,23 +254,6 @@ def _with_progress(config_path: str, action: Callable[[Any], Any], *, as_json: b
 def _quiet() -> bool:
     ctx = click.get_current_context(silent=True)
     return bool(ctx and ctx.find_root().obj and ctx.find_root().obj.get("quiet"))
-
-
-def _print_report(report: dict[str, Any]) -> None:
-    """The run report on stderr; with -q only when something failed (cron mails it)."""
-    if _quiet() and report["ok"]:
-        return
-    counters = {k: v for k, v in report["counters"].items() if v}
-    state = "ok" if report["ok"] else "finished with errors"
-    click.echo(f"run {report['run_id']}: {state}", err=True)
-    width = max((len(k) for k in counters), default=0)
-    for name, value in counters.items():
-        click.echo(f"  {name:<{width}}  {value}", err=True)
-    for source_id, outcome in report["sources"].items():
-        for error in outcome["errors"][:20]:
-            click.echo(f"  [{source_id}] {error}", err=True)
-        if len(outcome["errors"]) > 20:
-            click.echo(f"  [{source_id}] … {len(outcome['errors']) - 20} more", err=True)
 
 
 @main.command()
@@ -284,25 +287,7 @@ def plan(config_path: str, source_id: str | None, revalidate_all: bool, as_json:
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
-    counters = report["counters"]
-    click.echo(
-        f"would request {counters['requests_sent']} URLs "
-        f"({counters['conditional_requests_sent']} conditional): "
-        f"{counters['responses_304']} unchanged (304), "
-        f"{counters['responses_200_unchanged']} unchanged (same content), "
-        f"{counters['responses_200_changed']} changed"
-    )
-    click.echo(
-        f"would embed {report['embedding']['texts']} new texts "
-        f"({report['embedding']['tokens']} model tokens), reuse {counters['chunks_reused']} "
-        f"from the cache, upsert {counters['points_upserted']} points, delete "
-        f"{counters['points_deleted']}"
-    )
-    for doc in report["documents"]:
-        click.echo(
-            f"  {doc['change']:<8} {doc['url']}  +{doc['chunks_added']} "
-            f"-{doc['chunks_removed']} ={doc['chunks_kept']}"
-        )
+    print_plan(report)
 
 
 @main.command()

@@ -27,7 +27,10 @@ SECRET_BYTES = (24, 64)
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # RFC 3986 §3.2.1: userinfo is unreserved, pct-encoded, sub-delims and ":"; plus ${VAR}.
 _USERINFO = re.compile(r"(?:[A-Za-z0-9\-._~!$&'()*+,;=:]|%[0-9A-Fa-f]{2}|\$\{\w+\})*")
-_HOSTNAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9-]{1,63})*")
+# Labels of letters, digits, '-' and '_' (container and compose service names use '_').
+_HOSTNAME = re.compile(
+    r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(?:\.[A-Za-z0-9_-]{1,63})*"
+)
 _PORT = re.compile(r"[0-9]{1,5}")
 
 
@@ -36,8 +39,8 @@ def parse_listen(text: str) -> tuple[str, int]:
 
     >>> parse_listen("127.0.0.1:8787")
     ('127.0.0.1', 8787)
-    >>> parse_listen("[::1]:9000")
-    ('::1', 9000)
+    >>> parse_listen("[::1]:9000"), parse_listen(":8787")
+    (('::1', 9000), ('127.0.0.1', 8787))
 
     Raises:
         ValueError: not ``HOST:PORT``, or the port is not within 1-65535.
@@ -45,6 +48,7 @@ def parse_listen(text: str) -> tuple[str, int]:
     host, colon, port = text.rpartition(":")
     if not colon or not _PORT.fullmatch(port):
         raise ValueError(f"must be HOST:PORT, e.g. '127.0.0.1:8787', got {text!r}")
+    host = host or "127.0.0.1"  # ":8787": this machine only, as before
     if not 1 <= int(port) <= 65535:
         raise ValueError(f"port must be within 1-65535, got {int(port)}")
     if host.startswith("[") and host.endswith("]"):
@@ -110,7 +114,10 @@ def _url(value: str, schemes: tuple[str, ...], *, host: bool) -> None:
         )
     try:
         parts = urlsplit(ENV_REF.sub("0", value))
-        parts.port  # noqa: B018 - parses the port, raising on a bad one
+        hosts = authority.rpartition("@")[2]
+        # libpq takes several hosts, "db1:5432,db2:5432" (failover): each is checked.
+        for one in hosts.split(",") if scheme.lower().startswith("postgres") else [hosts]:
+            urlsplit(f"//{ENV_REF.sub('0', one)}").port  # noqa: B018 - raises on a bad port
     except ValueError:
         # Not the library's message: it may quote a piece of the password.
         raise ValueError("is not a valid URL (check the host and the port)") from None
@@ -163,9 +170,13 @@ def hook_secret(value: str) -> None:
 
 
 def host_pattern(value: str) -> None:
-    """An ``allowed_hosts`` entry: a host or a glob such as ``*.example.org``, not a URL."""
-    if "/" in value or any(c.isspace() for c in value):
+    """An ``allowed_hosts`` entry: a host or a glob such as ``*.example.org``, not a URL,
+    and without a port (hosts are compared without one); an IPv6 literal may be bracketed."""
+    if "/" in value or any(c.isspace() for c in value) or not value.strip("."):
         raise ValueError(f"must be a host or a host glob such as '*.example.org', got {value!r}")
+    bare = value[1:-1] if value.startswith("[") and value.endswith("]") else value
+    if ":" in bare and bare.count(":") == 1:
+        raise ValueError(f"a host without its port, got {value!r}")
 
 
 def writable_path(path: str, *, folder: bool) -> None:

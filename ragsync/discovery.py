@@ -80,7 +80,7 @@ class DiscoveryContext:
         self, url: str, parse: Callable[[Response], T], what: str
     ) -> T | None:
         """:meth:`get_parsed_or_warn` for a ``parse`` that needs the response, not only its
-        body: its final URL or a header (a feed's base URI, #17)."""
+        body: its final URL or a header (a feed's base URI)."""
         try:
             return self.get_parsed_response(url, parse)
         except FetchError as exc:
@@ -89,12 +89,17 @@ class DiscoveryContext:
             self.incomplete(f"{what} {url}: {exc}")
         return None
 
-    def get_parsed(self, url: str, parse: Callable[[bytes], T]) -> T:
+    def get_parsed(
+        self, url: str, parse: Callable[[bytes], T], *, scope: HopScope | None = None
+    ) -> T:
         """``parse(body)`` of the document at ``url``: :meth:`get_parsed_response` of its body."""
-        return self.get_parsed_response(url, lambda response: parse(response.body))
+        return self.get_parsed_response(url, lambda response: parse(response.body), scope=scope)
 
-    def get_parsed_response(self, url: str, parse: Callable[[Response], T]) -> T:
-        """``parse(response)`` of the document at ``url``, revalidated conditionally.
+    def get_parsed_response(
+        self, url: str, parse: Callable[[Response], T], *, scope: HopScope | None = None
+    ) -> T:
+        """``parse(response)`` of the document at ``url``, revalidated conditionally, within
+        ``scope`` (default: the source's).
 
         ``parse`` must return JSON-serialisable data: it is cached with the validators, and a
         304 returns the cached parse without parsing anything.
@@ -113,7 +118,7 @@ class DiscoveryContext:
             self.outcome.counters.conditional_requests_sent += 1
         try:
             response = self._fetcher.get(
-                url, etag=etag, last_modified=last_modified, scope=self.scope
+                url, etag=etag, last_modified=last_modified, scope=scope or self.scope
             )
         except HostPaused as paused:
             raise FetchError(url, str(paused), transient=True) from paused

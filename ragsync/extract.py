@@ -1,10 +1,14 @@
 """Turn an HTML page into clean, normalised Markdown and the hash that says whether it changed.
 
-trafilatura finds the main content (menus, sidebars, footers, ads and forms dropped); markdownify
-is the fallback for pages trafilatura rejects, given the main content element only; a page with
-no text but a title (an embedded form, a video) is its title. The hash is taken over the
-normalised Markdown, so per-request noise in the HTML (CSRF tokens, timestamps, ad ids, random
-sidebars) changes nothing.
+A page of a known documentation generator (mdBook, Sphinx, rustdoc, DocBook, …: see
+``ragsync.docsites``) is its main content element with the generator's chrome removed, headings
+and fenced code (with its language) kept. Any other page goes to trafilatura, which finds the
+main content (menus, sidebars, footers, ads and forms dropped); markdownify is the fallback for
+pages trafilatura rejects, given the main content element only; a page with no text but a title
+(an embedded form, a video) is its title. The title is the page's own (main ``<h1>``, else
+``<title>`` without the site name, else ``og:title``), never a hidden or navigation element.
+The hash is taken over the normalised Markdown, so per-request noise in the HTML (CSRF tokens,
+timestamps, ad ids, random sidebars) changes nothing.
 
 These functions are single-threaded: trafilatura and lxml must not run on several threads of
 one process at once. The engine calls them through ``ragsync.extractpool``.
@@ -19,6 +23,7 @@ from html import unescape as html_unescape
 from typing import Any
 from urllib.parse import urljoin
 
+from ragsync import docsites
 from ragsync.errors import ExtractError
 from ragsync.models import Extracted, media_type
 from ragsync.policy import TEXT_TYPES
@@ -117,6 +122,52 @@ def canonical_link(body: bytes, headers: dict[str, str], base_url: str) -> str |
     return None
 
 
+_META_TAG = re.compile(r"<meta\b[^>]*>", re.I)
+_STR_ATTR = re.compile(r"""([a-zA-Z-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""")
+# HTML Living Standard, "shared declarative refresh steps": a delay, then ; or , and an
+# optional ``url=``, the URL optionally quoted.
+_REFRESH = re.compile(
+    r"""^\s*[0-9.]*\s*[;,]?\s*(?:url\s*=\s*)?(?P<q>["']?)(?P<url>.*?)(?P=q)\s*$""",
+    re.I | re.S,
+)
+
+
+def meta_refresh(html: str, base_url: str) -> str | None:
+    """Where a ``<meta http-equiv="refresh">`` in the first 64 KiB of ``html`` sends the
+    reader (resolved against ``base_url``), or None: no such tag, a refresh without a URL (a
+    reload), or one back to ``base_url`` itself.
+
+    mdBook and many static sites publish moved pages as such stubs; their text is "Redirecting
+    to …", never the target's content.
+
+    Example::
+
+        >>> meta_refresh('<meta http-equiv="refresh" content="0; URL=../reference/a.html">',
+        ...              "http://docs.test/guide/a.html")
+        'http://docs.test/reference/a.html'
+        >>> meta_refresh("<meta content='5, url=/new' http-equiv=Refresh>", "http://x/old")
+        'http://x/new'
+        >>> meta_refresh('<meta http-equiv="refresh" content="30">', "http://x/live") is None
+        True
+        >>> meta_refresh('<meta name="description" content="0; url=/x">', "http://x/") is None
+        True
+    """
+    for tag in _META_TAG.findall(html[:65536]):
+        attrs = {
+            m.group(1).lower(): (m.group(2) or m.group(3) or m.group(4) or "")
+            for m in _STR_ATTR.finditer(tag)
+        }
+        if attrs.get("http-equiv", "").strip().lower() != "refresh":
+            continue
+        match = _REFRESH.match(html_unescape(attrs.get("content", "")))
+        target = match.group("url").strip() if match else ""
+        if not target:
+            return None
+        resolved = urljoin(base_url, target)
+        return None if resolved == base_url else resolved
+    return None
+
+
 # How ragsync calls trafilatura (the side-by-side benchmark gives its peers the same settings).
 TRAFILATURA_OPTIONS: dict[str, Any] = {
     "output_format": "markdown",
@@ -168,6 +219,10 @@ def extract_response(body: bytes, content_type: str, url: str) -> Extracted:
 def extract(html: str, url: str) -> Extracted:
     """Clean Markdown of ``html`` (the page at ``url``).
 
+    A page of a known documentation generator is converted from its main content element
+    (extractor ``"docs:<generator>"``); any other page by trafilatura (``"trafilatura"``), else
+    markdownify of its main content element (``"markdownify"``).
+
     A page with no text but a title (a newsletter form in an iframe, an embedded video) is
     indexed as ``# <title>`` (extractor ``"title"``), as LangChain's and LlamaIndex's loaders
     index it: the page exists and its title is what a search for it would match.
@@ -177,14 +232,26 @@ def extract(html: str, url: str) -> Extracted:
     """
     import trafilatura  # deferred: a run of 304s never parses HTML
 
-    title = ""
-    try:
-        metadata = trafilatura.extract_metadata(html)
-        title = (metadata.title or "") if metadata else ""
-        markdown = trafilatura.extract(html, url=url, **TRAFILATURA_OPTIONS)
-        extractor = "trafilatura"
-    except Exception:  # trafilatura raises many kinds on broken markup; the fallback decides
-        markdown = None
+    page = docsites.read(html)
+    title = page.title if page else ""
+    markdown: str | None = None
+    if page and page.markdown.strip():
+        # A known documentation generator: its main content element, chrome removed, is the
+        # page; trafilatura drops link-only and title-page headings there (README "Extraction").
+        markdown, extractor = page.markdown, f"docs:{page.generator}"
+    else:
+        try:
+            if not title:
+                metadata = trafilatura.extract_metadata(html)
+                title = (metadata.title or "") if metadata else ""
+            cleaned = page.cleaned_html if page else html
+            markdown = trafilatura.extract(cleaned, url=url, **TRAFILATURA_OPTIONS)
+            extractor = "trafilatura"
+            if markdown and not _has_body(markdown):
+                # Headings alone (a page of links under a heading): markdownify keeps the rest.
+                markdown = None
+        except Exception:  # trafilatura raises many kinds on broken markup; the fallback decides
+            markdown = None
     if not markdown or not markdown.strip():
         markdown = _markdownify_main(html)
         extractor = "markdownify"
@@ -221,6 +288,11 @@ def _markdownify_main(html: str) -> str:
     return markdownify(
         lxml.html.tostring(main, encoding="unicode"), heading_style="ATX", bullets="-"
     )
+
+
+def _has_body(markdown: str) -> bool:
+    """Whether ``markdown`` has a line that is not a heading."""
+    return any(line.strip() and not line.startswith("#") for line in markdown.split("\n"))
 
 
 def _first_heading(markdown: str) -> str:

@@ -174,7 +174,7 @@ class Extracted:
     title: str
     markdown: str
     content_hash: str
-    extractor: str  # "trafilatura" or "markdownify"
+    extractor: str  # "trafilatura", "markdownify", "docs:<generator>" or "record"
 
 
 @dataclass(frozen=True)
@@ -357,6 +357,9 @@ class SourceOutcome:
     errors: list[str] = field(default_factory=list)
     # Why the source's listing was incomplete (empty: complete, or not listed this run).
     incomplete: list[str] = field(default_factory=list)
+    # Its listing was not due this run: when it is, and the cadence that says so (README
+    # "CLI reference": `listing_not_due` in the run report).
+    not_due: dict[str, Any] | None = None
 
 
 @dataclass
@@ -380,6 +383,7 @@ class SyncResult:
             known.ok = known.ok and outcome.ok
             known.errors.extend(outcome.errors)
             known.incomplete.extend(outcome.incomplete)
+            known.not_due = known.not_due or outcome.not_due
             known.counters.add(outcome.counters)
         self.counters.add(outcome.counters)
 
@@ -396,6 +400,7 @@ class SyncResult:
                     "counters": outcome.counters.as_dict(),
                     "errors": list(outcome.errors),
                     "listing_incomplete": list(outcome.incomplete),
+                    "listing_not_due": outcome.not_due,
                 }
                 for source_id, outcome in self.sources.items()
             },

@@ -1,10 +1,108 @@
-"""What `ragsync status` prints for people (``--json`` prints the report as it is)."""
+"""What `ragsync run`, `plan` and `status` print for people (``--json`` prints the report as
+it is)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import click
+
+from ragsync.clock import parse_iso
+
+
+def duration_text(seconds: float) -> str:
+    """``3600`` as ``1h``, ``5400`` as ``1h30m``, ``90`` as ``1m30s``, ``0`` as ``0s``."""
+    rest, parts = round(seconds), []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if rest >= size:
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+    return "".join(parts) or "0s"
+
+
+def moment_text(timestamp: str, now: datetime | None = None) -> str:
+    """A stored UTC timestamp as ``14:05 UTC`` when it falls today (UTC), else as
+    ``2026-12-01 14:05 UTC``."""
+    moment = parse_iso(timestamp)
+    today = (now or datetime.now(UTC)).astimezone(UTC).date()
+    return f"{moment:%H:%M} UTC" if moment.date() == today else f"{moment:%Y-%m-%d %H:%M} UTC"
+
+
+def not_requested(sources: dict[str, Any], now: datetime | None = None) -> list[str]:
+    """Why a source sent fewer requests than it could have: its listing not due (until when,
+    by which cadence), pages not due yet, held back or deferred. Ends with the ``--all`` hint
+    when there is anything to say."""
+    lines = []
+    for source_id, outcome in sources.items():
+        counters, not_due = outcome["counters"], outcome.get("listing_not_due")
+        parts = []
+        if not_due and not_due["until"]:
+            cadence = (
+                f"cron {not_due['cron']!r}"
+                if not_due["cron"]
+                else f"every {duration_text(not_due['every'] or 0)}"
+            )
+            parts.append(f"not due until {moment_text(not_due['until'], now)} ({cadence})")
+        if counters["not_due"]:
+            parts.append(f"{counters['not_due']} page(s) not due yet (adaptive revisit)")
+        if counters["held_back"]:
+            parts.append(
+                f"{counters['held_back']} page(s) held back (retry not due, dead letter or "
+                "needs attention)"
+            )
+        if counters["deferred"]:
+            parts.append(f"{counters['deferred']} page(s) deferred (host paused)")
+        if parts:
+            nothing = "nothing requested: " if not counters["requests_sent"] else ""
+            lines.append(f"source {source_id}: {nothing}{'; '.join(parts)}")
+    if lines:
+        lines.append("use --all to request everything now")
+    return lines
+
+
+def print_report(report: dict[str, Any], *, quiet: bool = False) -> None:
+    """The run report on stderr; with ``quiet`` only when something failed (cron mails it)."""
+    if quiet and report["ok"]:
+        return
+    counters = {k: v for k, v in report["counters"].items() if v}
+    state = "ok" if report["ok"] else "finished with errors"
+    click.echo(f"run {report['run_id']}: {state}", err=True)
+    width = max((len(k) for k in counters), default=0)
+    for name, value in counters.items():
+        click.echo(f"  {name:<{width}}  {value}", err=True)
+    for source_id, outcome in report["sources"].items():
+        for error in outcome["errors"][:20]:
+            click.echo(f"  [{source_id}] {error}", err=True)
+        if len(outcome["errors"]) > 20:
+            click.echo(f"  [{source_id}] … {len(outcome['errors']) - 20} more", err=True)
+    for line in not_requested(report["sources"]):
+        click.echo(line, err=True)
+
+
+def print_plan(report: dict[str, Any]) -> None:
+    """The dry run (see :func:`ragsync.dryrun.dry_run`) as lines on stdout."""
+    counters = report["counters"]
+    click.echo(
+        f"would request {counters['requests_sent']} URLs "
+        f"({counters['conditional_requests_sent']} conditional): "
+        f"{counters['responses_304']} unchanged (304), "
+        f"{counters['responses_200_unchanged']} unchanged (same content), "
+        f"{counters['responses_200_changed']} changed"
+    )
+    click.echo(
+        f"would embed {report['embedding']['texts']} new texts "
+        f"({report['embedding']['tokens']} model tokens), reuse {counters['chunks_reused']} "
+        f"from the cache, upsert {counters['points_upserted']} points, delete "
+        f"{counters['points_deleted']}"
+    )
+    for doc in report["documents"]:
+        click.echo(
+            f"  {doc['change']:<8} {doc['url']}  +{doc['chunks_added']} "
+            f"-{doc['chunks_removed']} ={doc['chunks_kept']}"
+        )
+    for line in not_requested(report["sources"]):
+        click.echo(line)
 
 
 def print_status(report: dict[str, Any], *, table: bool = False) -> None:
@@ -71,6 +169,7 @@ def print_status(report: dict[str, Any], *, table: bool = False) -> None:
             )
             for gap in s["polls"]["gaps"]:
                 click.echo(f"  GAP never covered by a successful poll: {gap['from']} → {gap['to']}")
+        print_suspected(s.get("suspected_missing", []))
         for title, key in (
             ("dead letter", "dead_letter"),
             ("needs attention", "needs_attention"),
@@ -89,6 +188,29 @@ def print_status(report: dict[str, Any], *, table: bool = False) -> None:
                 )
             if len(items) > 20:
                 click.echo(f"    … {len(items) - 20} more (--json lists all)")
+
+
+def print_suspected(items: list[dict[str, Any]]) -> None:
+    """A source's pages suspected missing, each with when it is tombstoned at the earliest."""
+    if not items:
+        return
+    click.echo(f"  suspected missing ({len(items)}), content still indexed:")
+    for item in items[:20]:
+        more, reason = item["observations_needed"], item["reason"] or "missing"
+        # A permanent redirect, once confirmed, moves the record rather than removing it.
+        fate = "moved" if reason.startswith("redirects permanently") else "tombstoned"
+        click.echo(
+            f"    {item['url']}: {reason} — since {item['since']}, "
+            f"{item['observations']}/{item['confirmations']} observation(s); {fate} at the "
+            f"earliest {item['tombstone_at_earliest']}"
+            + (
+                f" ({more} more checks must find it missing)"
+                if more > 1
+                else " (at the first check from then that still finds it missing)"
+            )
+        )
+    if len(items) > 20:
+        click.echo(f"    … {len(items) - 20} more (--json lists all)")
 
 
 def status_table(report: dict[str, Any]) -> None:

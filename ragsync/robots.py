@@ -30,7 +30,7 @@ from ragsync.urls import host_of, split_url
 
 _BOM = "\ufeff"
 _BOM_BYTES = b"\xef\xbb\xbf"
-MAX_LINE_BYTES = 8 * 2083 - 1  # Google's robots.cc kMaxLineLen, less its terminating NUL
+MAX_LINE_BYTES = 8 * 2083 - 1  # Google's robots.txt parser's line limit, less its NUL
 # The directives protego knows, with the spellings it tolerates; any other "name:" line is
 # dropped so that it cannot split a group.
 _KNOWN_FIELDS = frozenset(
@@ -156,6 +156,7 @@ class RobotsPolicy:
         self.user_agent = product_token(user_agent)
         self._rules: dict[str, Protego | bool] = {}
         self._unreachable: dict[str, str] = {}
+        self._lasting: set[str] = set()
         self.requests = 0
 
     def _load(self, host: str) -> Protego | bool:
@@ -166,14 +167,21 @@ class RobotsPolicy:
         except FetchError as exc:
             if exc.status is not None and 400 <= exc.status < 500:
                 return True  # RFC 9309 §2.3.1.3: unavailable → no restriction
-            # §2.3.1.4: unreachable → assume complete disallow (for now: retried later)
+            # §2.3.1.4: unreachable → assume complete disallow (for now: retried later) …
             self._unreachable[host] = f"robots.txt unreachable: {exc.reason}"
+            if exc.status is None and not exc.transient:  # … unless asking again cannot help:
+                self._lasting.add(host)  # refused by the private-network guard, a bad URL
             return False
         return parse_robots(text, self.user_agent)
 
     def unreachable(self, url: str) -> str | None:
-        """Why the host's robots.txt could not be read (a transient failure), or None."""
+        """Why the host's robots.txt could not be read, or None."""
         return self._unreachable.get(host_of(url))
+
+    def lasting(self, url: str) -> bool:
+        """Whether the host's robots.txt cannot be read whatever the time (a request the
+        private-network guard refuses): its pages fail without retries."""
+        return host_of(url) in self._lasting
 
     def knows(self, url: str) -> bool:
         """True once ``url``'s host robots.txt has been fetched."""

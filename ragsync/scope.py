@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from ragsync.config import SourceConfig
-from ragsync.urls import canonical_url, in_scope
+from ragsync.urls import canonical_url, in_scope, split_url
 
 
 def hostname(url: str) -> str:
@@ -43,21 +42,6 @@ def hostname(url: str) -> str:
         return ""
 
 
-def internal_address(address: str) -> bool:
-    """Whether an IP address is not on the public internet: loopback, link-local, private,
-    unique-local, shared (CGNAT), multicast, unspecified or reserved.
-
-        >>> [internal_address(a) for a in ("127.0.0.2", "169.254.169.254", "10.1.2.3", "fd00::1")]
-        [True, True, True, True]
-        >>> internal_address("93.184.215.14"), internal_address("::ffff:127.0.0.1")
-        (False, True)
-    """
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return not ip.is_global or ip.is_multicast or ip.is_unspecified
-
-
 @dataclass(frozen=True)
 class Scope:
     """Where one source may send requests.
@@ -67,6 +51,8 @@ class Scope:
         hosts: the hosts of the source's own URLs.
         patterns: its ``allowed_hosts`` globs (``*.example.org``).
         allow_private: its ``allow_private_networks``.
+        origins: ``(host, port)`` of the source's own URLs: the only places an internal
+            address may be reached without ``allow_private`` (not another port of the host).
         include, exclude: its URL globs, the paths a page may have (not discovery documents:
             a sitemap's children or robots.txt lie wherever the site puts them).
         strip_params: its ``strip_params`` (the patterns match canonical URLs).
@@ -76,6 +62,7 @@ class Scope:
     hosts: frozenset[str]
     patterns: tuple[str, ...] = ()
     allow_private: bool = False
+    origins: frozenset[tuple[str, int]] = frozenset()
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     strip_params: tuple[str, ...] = ()
@@ -89,9 +76,10 @@ class Scope:
         >>> scope.refuse("http://169.254.169.254/latest/meta-data/")
         "outside source docs's hosts: http://169.254.169.254/latest/meta-data/"
         """
-        scheme = urlsplit(url).scheme.lower()
-        if scheme not in ("http", "https"):
-            return f"not an http(s) URL: {url}"
+        try:
+            split_url(url)  # an http(s) URL as the URL Standard reads it, without credentials
+        except ValueError as exc:
+            return str(exc)  # names the URL without its credentials
         host = hostname(url)
         if host and (
             host in self.hosts or any(fnmatch.fnmatchcase(host, p) for p in self.patterns)
@@ -122,25 +110,82 @@ class Scope:
 
     def private_ok(self, url: str) -> bool:
         """Whether a request to ``url`` may connect to an internal address: the source allows
-        private networks, or the host is one of its own configured hosts."""
-        return self.allow_private or hostname(url) in self.hosts
+        private networks, or ``url`` is on the origin (host and port) of one of its own URLs.
+
+        >>> own = frozenset({("wiki.internal", 8080)})
+        >>> scope = Scope("wiki", frozenset({"wiki.internal"}), origins=own)
+        >>> scope.private_ok("http://wiki.internal:8080/a")
+        True
+        >>> scope.private_ok("http://wiki.internal:2375/containers/json")
+        False
+        """
+        return self.allow_private or origin(url) in self.origins
+
+
+@dataclass(frozen=True)
+class RobotsScope:
+    """Where the redirects of a robots.txt request may go: any host (RFC 9309 §2.3.1.2: "even
+    across authorities"), an internal address only where the source's scope allows it."""
+
+    scope: Scope
+
+    def refuse(self, url: str) -> str | None:
+        try:
+            split_url(url)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    def private_ok(self, url: str) -> bool:
+        return self.scope.private_ok(url)
+
+
+def origin(url: str) -> tuple[str, int] | None:
+    """``(host, port)`` of ``url``, the port made explicit; None when it is not a usable
+    http(s) URL.
+
+    >>> origin("https://Docs.Example.org/a"), origin("http://[::1]:8080/")
+    (('docs.example.org', 443), ('::1', 8080))
+    """
+    try:
+        parts = split_url(url)
+    except ValueError:
+        return None
+    return hostname(url), parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def host_glob(pattern: str) -> str:
+    """An ``allowed_hosts`` entry in the form hosts are compared in: lowercase, IDNA-encoded,
+    no trailing dot, an IPv6 literal without brackets.
+
+    >>> host_glob("*.Bücher.example."), host_glob("[::1]")
+    ('*.xn--bcher-kva.example', '::1')
+    """
+    pattern = pattern.strip().lower().rstrip(".")
+    if pattern.startswith("[") and pattern.endswith("]"):
+        return pattern[1:-1]
+    return ".".join(
+        label if label.isascii() else label.encode("idna").decode("ascii")
+        for label in pattern.split(".")
+    )
 
 
 def scope_of(source: SourceConfig, base_dir: Path | str = ".") -> Scope:
-    """The scope of ``source`` (its ``urls_file`` is read, relative to ``base_dir``)."""
+    """The scope of ``source`` (its ``urls_file`` is read, relative to ``base_dir``). A URL
+    the listing would refuse (credentials, a broken host) adds nothing to it."""
     options = source.options
     urls: list[str] = [u for u in (getattr(options, "url", None),) if u]
     urls.extend(getattr(options, "urls", ()) or ())
     urls_file = getattr(options, "urls_file", None)
     if urls_file:
         urls.extend(_listed_urls(Path(base_dir) / urls_file))
-    hosts = frozenset(host for host in map(hostname, urls) if host)
-    patterns = tuple(pattern.lower() for pattern in source.allowed_hosts)
+    origins = frozenset(o for o in map(origin, urls) if o is not None and o[0])
     return Scope(
         source.id,
-        hosts,
-        patterns,
+        frozenset(host for host, _ in origins),
+        tuple(map(host_glob, source.allowed_hosts)),
         source.allow_private_networks,
+        origins=origins,
         include=source.include,
         exclude=source.exclude,
         strip_params=source.strip_params,

@@ -50,10 +50,11 @@ from ragsync.config import Config, resolve_secret
 from ragsync.configvalues import hook_secret, parse_listen
 from ragsync.errors import ConfigError
 from ragsync.models import Counters
-from ragsync.pipeline.targets import owns
+from ragsync.pipeline.targets import outside
 from ragsync.runlock import RunLocked
 from ragsync.state import StateDB
 from ragsync.sync import Syncer
+from ragsync.urls import redact_url
 
 log = logging.getLogger("ragsync.server")
 T = TypeVar("T")
@@ -244,11 +245,10 @@ def create_app(config: Config, loop: ServeLoop | None = None, *, listen: str = "
             )
         try:
             # The source's scope, URL by URL, as for `resync` (README "Targeted re-sync").
-            outside = await off_loop(
-                lambda: [url for url in urls if not owns(source, url, base_dir=config.base_dir)]
-            )
-            if outside:
-                return JSONResponse({"error": "outside the source's scope", "urls": outside}, 422)
+            refused = await off_loop(lambda: outside(source, urls, base_dir=config.base_dir))
+            if refused:  # named without credentials
+                shown = [redact_url(url) for url in refused]
+                return JSONResponse({"error": "outside the source's scope", "urls": shown}, 422)
             queued = await off_loop(
                 lambda: state.targets.add(
                     source_id,

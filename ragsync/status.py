@@ -9,11 +9,12 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from ragsync.clock import iso, parse_iso
+from ragsync.clock import epoch, iso, parse_iso
+from ragsync.config import SourceConfig
 from ragsync.errors import StoreError
 from ragsync.models import AttemptState, DocumentStatus
 from ragsync.pipeline.context import Engine
-from ragsync.policy import coverage_gaps
+from ragsync.policy import coverage_gaps, earliest_tombstone
 
 
 def lag(engine: Engine, source_id: str | None) -> float:
@@ -24,10 +25,39 @@ def lag(engine: Engine, source_id: str | None) -> float:
     return round(max(0.0, (engine.clock() - parse_iso(oldest_due)).total_seconds()), 1)
 
 
-def source_status(engine: Engine, source_id: str, kind: str, counts: dict[str, int]) -> dict:
+def suspected(engine: Engine, source: SourceConfig) -> list[dict[str, Any]]:
+    """The source's pages suspected missing, each with the evidence so far and the earliest
+    time a check can tombstone it (README "Deletion safety")."""
+    found = []
+    for row in engine.state.documents.list_suspected(source.id):
+        since = epoch(row["missing_since"]) or engine.clock().timestamp()
+        needed, at = earliest_tombstone(
+            row["missing_count"] or 0,
+            since,
+            epoch(row["next_check_at"]),
+            confirmations=source.missing_confirmations,
+            grace=source.missing_grace,
+        )
+        evidence = json.loads(row["missing_evidence"] or "[]")
+        found.append(
+            {
+                "url": row["url"],
+                "since": row["missing_since"],
+                "reason": evidence[-1].get("reason") if evidence else None,
+                "observations": row["missing_count"] or 0,
+                "confirmations": source.missing_confirmations,
+                "observations_needed": needed,
+                "tombstone_at_earliest": iso(at),
+            }
+        )
+    return found
+
+
+def source_status(engine: Engine, source: SourceConfig, counts: dict[str, int]) -> dict:
     """One source: documents by state, what is failing (since when, why), the dead letter, the
-    attention list, the last listing and, for APIs, the polls and their coverage gaps."""
-    state = engine.state
+    attention list, the pages suspected missing, the last listing and, for APIs, the polls and
+    their coverage gaps."""
+    state, source_id = engine.state, source.id
     lists: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for attempt in state.attempts.list(source_id):
         lists[attempt["state"] or AttemptState.RETRYING].append(
@@ -43,7 +73,7 @@ def source_status(engine: Engine, source_id: str, kind: str, counts: dict[str, i
     documents: dict[str, int] = {status: 0 for status in DocumentStatus}
     documents.update(counts)
     entry: dict[str, Any] = {
-        "kind": kind,
+        "kind": source.kind,
         "lag_seconds": lag(engine, source_id),
         "documents": documents,
         "failing": {name: len(items) for name, items in sorted(lists.items())},
@@ -51,6 +81,7 @@ def source_status(engine: Engine, source_id: str, kind: str, counts: dict[str, i
         "dead_letter": lists[AttemptState.DEAD],
         "needs_attention": lists[AttemptState.ATTENTION],
         "refused": lists[AttemptState.REFUSED],
+        "suspected_missing": suspected(engine, source),
         "oldest_check": state.documents.oldest_check(source_id),
         # The last listing: complete, or why not (then it proved no page gone).
         "listing": state.runs.get_listing(source_id),
@@ -71,7 +102,7 @@ def status(engine: Engine, *, count_points: bool = True) -> dict[str, Any]:
     state = engine.state
     counts = state.documents.count_by_status()
     sources = {
-        source.id: source_status(engine, source.id, source.kind, counts.get(source.id, {}))
+        source.id: source_status(engine, source, counts.get(source.id, {}))
         for source in engine.config.sources
     }
     last = state.runs.get_last()

@@ -10,7 +10,7 @@ headers and the complete body) ends by the deadline.
 Sockets are opened in one place, :meth:`DeadlineBackend.connect_tcp`, which resolves the host
 itself (``socket.getaddrinfo``) and connects to each address in turn: the place to vet an address
 before connecting to it. Within :func:`internal_addresses` ``(allowed=False)`` it refuses every
-loopback, link-local, private and unique-local address (:func:`ragsync.scope.internal_address`)
+loopback, link-local, private and unique-local address (:func:`internal_address`)
 — the resolved address, at connect time, so a name that resolves to a public address when
 checked and to an internal one when used (DNS rebinding) is still refused (README "Security").
 
@@ -27,6 +27,7 @@ Example::
 
 from __future__ import annotations
 
+import ipaddress
 import select
 import socket
 import ssl
@@ -38,8 +39,6 @@ from typing import Any
 
 import httpcore
 import httpx
-
-from ragsync.scope import internal_address
 
 # Monotonic time by which the current thread's request must end (None: no deadline). A
 # ContextVar, not a field of the transport: each fetch thread runs one request at a time, while
@@ -149,6 +148,41 @@ class DeadlineStream(httpcore.NetworkStream):
         if info == "is_readable":
             return _readable(self._sock)
         return None
+
+
+# IPv6 prefixes that carry an IPv4 address in their last 32 bits: NAT64 (RFC 6052, RFC 8215)
+# and the deprecated IPv4-compatible form. A DNS64 resolver maps 169.254.169.254 to one of these.
+_IPV4_IN_IPV6 = tuple(
+    ipaddress.IPv6Network(prefix) for prefix in ("64:ff9b::/96", "64:ff9b:1::/48", "::/96")
+)
+
+
+def internal_address(address: str) -> bool:
+    """Whether an IP address is not on the public internet: loopback, link-local, private,
+    unique-local, shared (CGNAT), multicast, unspecified or reserved — also when an IPv6
+    address carries such an IPv4 address (IPv4-mapped, NAT64, 6to4, Teredo).
+
+        >>> [internal_address(a) for a in ("127.0.0.2", "169.254.169.254", "10.1.2.3", "fd00::1")]
+        [True, True, True, True]
+        >>> internal_address("93.184.215.14"), internal_address("::ffff:127.0.0.1")
+        (False, True)
+        >>> nat64, six_to_four, compatible = "64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::1", "::10.0.0.1"
+        >>> [internal_address(a) for a in (nat64, six_to_four, compatible)]
+        [True, True, True]
+    """
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(
+        address.split("%", 1)[0]
+    )
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        elif ip.sixtofour is not None:
+            ip = ip.sixtofour
+        elif ip.teredo is not None:
+            ip = ip.teredo[1]  # the client's address
+        elif any(ip in net for net in _IPV4_IN_IPV6):  # (::1 and :: stay internal)
+            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return not ip.is_global or ip.is_multicast or ip.is_unspecified
 
 
 # Whether the current thread's request may connect to internal addresses (None: no guard, as
@@ -277,13 +311,20 @@ class DeadlineTransport(httpx.BaseTransport):
     """
 
     def __init__(self, *, max_connections: int, ssl_context: ssl.SSLContext | None = None):
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=ssl_context or httpx.create_ssl_context(),
-            max_connections=max_connections,
-            max_keepalive_connections=max_connections,
-            keepalive_expiry=5.0,
-            network_backend=DeadlineBackend(),
-        )
+        context = ssl_context or httpx.create_ssl_context()
+        # Two pools: a connection opened where internal addresses were allowed must never
+        # carry a request that may not reach them (another source's consent is not this
+        # one's), so guarded requests only reuse connections that passed the guard.
+        self._pools = {
+            guarded: httpcore.ConnectionPool(
+                ssl_context=context,
+                max_connections=max_connections,
+                max_keepalive_connections=max_connections,
+                keepalive_expiry=5.0,
+                network_backend=DeadlineBackend(),
+            )
+            for guarded in (True, False)
+        }
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         assert isinstance(request.stream, httpx.SyncByteStream)
@@ -299,8 +340,9 @@ class DeadlineTransport(httpx.BaseTransport):
             content=request.stream,
             extensions=request.extensions,
         )
+        pool = self._pools[_INTERNAL_OK.get() is False]
         with _httpx_errors():
-            response = self._pool.handle_request(core_request)
+            response = pool.handle_request(core_request)
         assert isinstance(response.stream, Iterable)
         return httpx.Response(
             status_code=response.status,
@@ -310,4 +352,5 @@ class DeadlineTransport(httpx.BaseTransport):
         )
 
     def close(self) -> None:
-        self._pool.close()
+        for pool in self._pools.values():
+            pool.close()

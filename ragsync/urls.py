@@ -249,7 +249,7 @@ def require_http_url(value: str, key: str) -> None:
     :func:`split_url` accepts (no credentials, a valid host and port)."""
     from ragsync.errors import ConfigError
 
-    if not value.startswith(("http://", "https://")):
+    if not value.lower().startswith(("http://", "https://")):
         raise ConfigError(f"must be an http(s) URL, got {redact_url(value)!r}", key=key)
     try:
         split_url(value)

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from ragsync.extract import content_hash, extract, extract_response, normalize_markdown
+from pathlib import Path
+
+import pytest
+
+from ragsync.extract import (
+    content_hash,
+    extract,
+    extract_response,
+    meta_refresh,
+    normalize_markdown,
+)
 from ragsync.testing import DevSite
 
 BODY = """<h1>Key rotation</h1>
@@ -109,3 +119,139 @@ def test_extract_response_text_is_normalised_and_titled_by_its_first_line():
         "# Release notes\n\nCafé au lait\n",
         "text",
     )
+
+
+# Headings and titles on documentation sites (issue #18); whole real pages are in
+# tests/test_docsites.py, these are the single rules on markup copied from real generators.
+
+PROSE = (
+    "<p>" + "A paragraph that is long enough to count as the content of this page. " * 4 + "</p>"
+)
+
+
+def test_node_src_link_and_anchor_stay_out_of_the_heading():
+    # Node's API docs (assert.html): the h3 carries a [src] link, a '#' anchor and an empty
+    # legacy anchor.
+    html = (
+        "<html><head><title>Assert | Node.js v20.20.2 Documentation</title></head><body>"
+        '<div id="column1"><header><h1>Node.js v20.20.2 documentation</h1></header>'
+        '<div role="main" id="apicontent"><section><h2>Assert<span><a class="mark" '
+        'href="#assert" id="assert">#</a></span></h2>' + PROSE + "</section><section>"
+        '<h3>Class: assert.AssertionError<a class="srclink" href="https://example.org/l#L143">'
+        '[src]</a><span><a class="mark" href="#class-assertassertionerror" '
+        'id="class-assertassertionerror">#</a></span><a aria-hidden="true" class="legacy" '
+        'id="assert_class_assert_assertionerror"></a></h3>' + PROSE + "</section></div></div>"
+        "</body></html>"
+    )
+    result = extract(html, "http://x/assert.html")
+    assert result.title == "Assert"
+    assert "## Assert\n" in result.markdown
+    assert "### Class: assert.AssertionError\n" in result.markdown
+    assert "[src]" not in result.markdown and "Node.js v20" not in result.markdown
+
+
+def test_mkdocs_material_headerlink_and_edit_button_are_chrome():
+    html = (
+        "<html><head><title>Extending OpenAPI - FastAPI</title></head><body>"
+        '<header class="md-header"><h1>FastAPI</h1></header><main><div class="md-content">'
+        '<article class="md-content__inner md-typeset"><a href="https://example.org/edit" '
+        'title="Edit this page" class="md-content__button md-icon">Edit this page</a>'
+        '<h1 id="extending-openapi">Extending OpenAPI<a class="headerlink" '
+        'href="#extending-openapi" title="Permanent link">¶</a></h1>' + PROSE + '<h2 id="o">'
+        'Overview<a class="headerlink" href="#o" title="Permanent link">¶</a></h2>'
+        + PROSE
+        + '<div class="highlight"><pre><span></span><code class="language-python"># a comment\n'
+        "app = FastAPI()\n</code></pre></div></article></div></main></body></html>"
+    )
+    result = extract(html, "http://x/openapi/")
+    assert result.title == "Extending OpenAPI"
+    assert result.markdown.startswith("# Extending OpenAPI\n")
+    assert "## Overview\n" in result.markdown
+    assert "```python\n# a comment\napp = FastAPI()\n```" in result.markdown
+    assert "¶" not in result.markdown and "Edit this page" not in result.markdown
+
+
+@pytest.mark.parametrize(
+    "chrome",
+    [
+        '<div role="dialog"><h1>Keyboard shortcuts</h1></div>',
+        "<div hidden><h1>Hidden</h1></div>",
+        '<div style="display: none"><h1>Not shown</h1></div>',
+        '<div aria-hidden="true"><h1>Not read</h1></div>',
+        "<nav><h1>Menu</h1></nav>",
+    ],
+)
+def test_title_is_never_a_hidden_or_navigation_heading(chrome):
+    html = (
+        "<html><head><title>Install guide | Example Docs</title></head><body>"
+        + chrome
+        + "<article><h2>Before you start</h2>"
+        + PROSE
+        + "</article></body></html>"
+    )
+    assert extract(html, "http://x/i").title == "Install guide"
+
+
+def test_title_from_og_title_when_the_page_has_no_other():
+    html = (
+        '<html><head><meta property="og:title" content="Release notes"></head><body>'
+        "<article>" + PROSE + "</article></body></html>"
+    )
+    assert extract(html, "http://x/r").title == "Release notes"
+
+
+def test_a_main_h1_beats_the_site_header():
+    html = (
+        "<html><head><title>Site</title></head><body><header><h1>Example Site</h1></header>"
+        "<main><h1>Key rotation</h1>" + PROSE + "</main></body></html>"
+    )
+    assert extract(html, "http://x/k").title == "Key rotation"
+
+
+def test_headings_alone_from_trafilatura_fall_back_to_markdownify():
+    # trafilatura keeps the heading of a page of links and drops the links (a TOC page)
+    html = (
+        "<html><head><title>Contents</title></head><body><h1>GCC 12 Release Series<br>"
+        "Changes</h1><h2>Contents</h2><ul><li><a href='a.html'>1. Reference</a></li>"
+        "<li><a href='b.html'>2. Objects</a></li></ul></body></html>"
+    )
+    result = extract(html, "http://x/contents.html")
+    assert result.title == "GCC 12 Release Series Changes"
+    assert "1. Reference" in result.markdown and "2. Objects" in result.markdown
+
+
+def test_meta_refresh_names_the_target_of_a_real_mdbook_stub():
+    stub = Path(__file__).parent / "fixtures/docsites/mdbook/redirect-stub-build-cache.html"
+    html = stub.read_text(encoding="utf-8")
+    url = "http://docs.test/cargo/guide/build-cache.html"
+    assert meta_refresh(html, url) == "http://docs.test/cargo/reference/build-cache.html"
+    page = (stub.parent / "source-replacement.html").read_text(encoding="utf-8")
+    assert meta_refresh(page, "http://docs.test/cargo/reference/source-replacement.html") is None
+
+
+@pytest.mark.parametrize(
+    ("content", "target"),
+    [
+        ("0; url=/b", "http://x/b"),
+        ("0;URL='b?q=1#f'", "http://x/b?q=1#f"),
+        ('3, url="https://y.test/"', "https://y.test/"),
+        ("0", None),
+        ("0; url=http://x/a", None),
+        ("", None),
+    ],
+)
+def test_meta_refresh_parses_the_declarative_refresh(content, target):
+    html = f"<html><head><meta http-equiv='refresh' content='{content}'></head></html>"
+    if "'" in content:
+        html = f'<html><head><meta http-equiv="Refresh" content="{content}"></head></html>'
+    assert meta_refresh(html, "http://x/a") == target
+
+
+def test_title_drops_the_og_site_name_wherever_it_stands():
+    html = (
+        '<html><head><title>Acme Docs | Install the agent</title><meta property="og:site_name" '
+        'content="Acme Docs"></head><body><article><h2>Before you start</h2>'
+        + PROSE
+        + "</article></body></html>"
+    )
+    assert extract(html, "http://x/install").title == "Install the agent"

@@ -35,7 +35,7 @@ from ragsync.pipeline.outcomes import (
 from ragsync.policy import HTML_TYPES, classify, raw_hash
 from ragsync.politeness import HostPaused, PoliteFetcher
 from ragsync.robots import RobotsPolicy, decode_robots, product_token
-from ragsync.scope import Scope
+from ragsync.scope import RobotsScope, Scope
 from ragsync.urls import canonical_url, host_of, in_scope
 
 log = logging.getLogger("ragsync")
@@ -125,7 +125,7 @@ class PageChecker:
         self.scope = scope
         self.follow_links = follow_links
         self.robots = RobotsPolicy(
-            lambda url: discovery.get_parsed(url, decode_robots),
+            lambda url: discovery.get_parsed(url, decode_robots, scope=RobotsScope(scope)),
             engine.config.fetch.user_agent,
         )
         self.robots_lock = threading.Lock()
@@ -155,8 +155,8 @@ class PageChecker:
         try:
             if page.candidate.content is not None or page.candidate.deleted:
                 return check_record(self.engine, page)  # API records carry their content
-            refusal = self.scope.refuse(page.url)
-            if refusal is not None:  # a known page of a host the source no longer has
+            refusal = self.scope.refuse_page(page.url)
+            if refusal is not None:  # a known page of a host or path the source no longer has
                 if page.prunable:  # … which a complete listing left out: evidence it is gone
                     return Missing(page, reason=f"no longer listed by the source; {refusal}")
                 # No evidence of anything (an unreadable urls_file lists no host): kept.
@@ -164,7 +164,8 @@ class PageChecker:
             if not self.allowed(page.published):
                 unreachable = self.robots.unreachable(page.published)
                 if unreachable:  # not a rule: the host could not be asked; retry later
-                    return Failed(page, reason=unreachable, transient=True)
+                    lasting = self.robots.lasting(page.published)
+                    return Failed(page, reason=unreachable, transient=not lasting)
                 return Skipped(page, why="disallowed")
             document = page.document
             etag = last_modified = None
@@ -315,14 +316,12 @@ class PageChecker:
         left it), disallowed by the target host's robots.txt, or that host's robots.txt could
         not be read (retried)."""
         target = refused.target
-        outside = self.scope.refuse_page(target)
-        if outside is not None and target == refused.url:  # its own URL left the patterns
-            return Missing(page, exchange, reason=f"no longer in the source: {outside}")
-        if outside is not None:
+        if self.scope.refuse_page(target) is not None:
             return Missing(page, exchange, reason=f"redirects out of the source to {target}")
         unreachable = self.robots.unreachable(target)
         if unreachable:
-            return Failed(page, exchange, reason=unreachable, transient=True)
+            lasting = self.robots.lasting(target)
+            return Failed(page, exchange, reason=unreachable, transient=not lasting)
         return Skipped(page, exchange, why="disallowed", reason=refused.reason)
 
     def canonical_target(self, declared: str) -> Response | None:

@@ -135,12 +135,12 @@ class SourceListing:
         unique: dict[str, Candidate] = {}
         for candidate in found:
             if candidate.record_id is not None:  # an API record: the provider's id is the key
-                fetched = candidate.content is None and not candidate.deleted  # its url_field
-                refusal = self.scope.refuse(candidate.url) if fetched else None
-                if refusal is not None:
-                    self.refused(refusal)
-                    continue
                 key = api_record_key(source.id, candidate.record_id)
+                fetched = candidate.content is None and not candidate.deleted  # its url_field
+                refusal = self.scope.refuse_page(candidate.url) if fetched else None
+                if refusal is not None:
+                    self.refused(refusal, key)
+                    continue
                 if key not in seen:
                     unique[key] = candidate
                     seen.add(key)
@@ -150,13 +150,13 @@ class SourceListing:
             except ValueError as exc:
                 self.discovery.warn(str(exc))
                 continue
-            if not in_scope(url, source.include, source.exclude):
-                continue
-            refusal = self.scope.refuse(url)
-            if refusal is not None:
-                self.refused(refusal)
-                continue
             key = canonical_record_key(source.id, url)
+            refusal = self.scope.refuse(url)  # another host: named, whatever the patterns say
+            if refusal is not None:
+                self.refused(refusal, key)
+                continue
+            if not in_scope(url, source.include, source.exclude):
+                continue  # the source's own filter: not wanted, not a refusal
             published = clean_url(candidate.url).partition("#")[0]
             if key in aliases:
                 target, verified_at = aliases[key]
@@ -187,9 +187,11 @@ class SourceListing:
 
         return sorted(unique.items(), key=order, reverse=True)
 
-    def refused(self, reason: str) -> None:
+    def refused(self, reason: str, key: str) -> None:
         """Record a listed URL outside the scope: counted, and named in the run report (the
-        first few of each listing)."""
+        first few of each listing). It is still *listed*: a page indexed under it before is
+        kept, never taken for gone (README "Security")."""
+        self.seen.add(key)
         counters = self.discovery.outcome.counters
         counters.out_of_scope += 1
         if counters.out_of_scope <= REFUSALS_NAMED:

@@ -10,7 +10,7 @@ from typing import Literal
 from ragsync.clock import iso
 from ragsync.config import SourceConfig
 from ragsync.fetch import Fetcher
-from ragsync.models import Counters, SyncResult
+from ragsync.models import Counters, SourceOutcome, SyncResult
 from ragsync.pipeline.context import Engine, Pass
 from ragsync.pipeline.journal import apply_journal
 from ragsync.pipeline.source import SourceSync
@@ -114,10 +114,15 @@ def run_pass(
                 continue
             # Its listing is not due; pages whose own revisit time came still are.
             due = engine.state.documents.list_due(source.id, iso(begun))
-            if due:
-                result.merge(source.id, SourceSync(run, source).known(due))
-            else:
-                result.counters.sources_not_due += 1
+            outcome = SourceSync(run, source).known(due) if due else SourceOutcome()
+            outcome.counters.sources_not_due += 0 if due else 1
+            # Said in the report, so `run` and `plan` can say why nothing was requested.
+            outcome.not_due = {
+                "until": engine.state.runs.next_run_at(source.id),
+                "every": None if source.cron else source.every,
+                "cron": source.cron,
+            }
+            result.merge(source.id, outcome)
         result.ok = all(outcome.ok for outcome in result.sources.values())
         if dispatcher is not None:
             result.counters.events_delivered = dispatcher.deliver_due(EVENTS_DEADLINE)

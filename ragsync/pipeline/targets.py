@@ -18,6 +18,7 @@ from ragsync.identity import api_record_key
 from ragsync.pipeline.context import Engine, Pass
 from ragsync.pipeline.source import SourceSync
 from ragsync.scope import scope_of
+from ragsync.urls import redact_url
 
 log = logging.getLogger("ragsync")
 
@@ -40,10 +41,12 @@ def by_source(
     return found
 
 
-def owns(source: SourceConfig, url: str, *, base_dir: str | Path = ".") -> bool:
-    """Whether ``url`` lies in ``source``'s scope: its hosts (:mod:`ragsync.scope`) and its
-    include/exclude patterns (what a webhook or `resync` may ask ragsync to fetch)."""
-    return scope_of(source, base_dir).refuse_page(url) is None
+def outside(source: SourceConfig, urls: Sequence[str], *, base_dir: str | Path = ".") -> list[str]:
+    """The ``urls`` outside ``source``'s scope — its hosts (:mod:`ragsync.scope`) and its
+    include/exclude patterns: what a webhook or `resync` may not ask ragsync to fetch. The
+    scope (and its ``urls_file``) is read once for all of them."""
+    scope = scope_of(source, base_dir)
+    return [url for url in urls if scope.refuse_page(url) is not None]
 
 
 def queue_urls(engine: Engine, urls: Sequence[str], *, source: str | None = None) -> None:
@@ -53,17 +56,17 @@ def queue_urls(engine: Engine, urls: Sequence[str], *, source: str | None = None
         ValueError: a URL lies outside every source's scope (or ``source``'s).
     """
     candidates = [engine.config.source(source)] if source else list(engine.config.sources)
+    scopes = [scope_of(s, engine.config.base_dir) for s in candidates]
     by_owner: dict[str, list[str]] = defaultdict(list)
-    outside = []
+    refused = []
     for url in urls:
-        base_dir = engine.config.base_dir
-        owner = next((s for s in candidates if owns(s, url, base_dir=base_dir)), None)
+        owner = next((scope for scope in scopes if scope.refuse_page(url) is None), None)
         if owner is None:
-            outside.append(url)
+            refused.append(redact_url(url))  # credentials are never shown
         else:
-            by_owner[owner.id].append(url)
-    if outside:
-        raise ValueError(f"outside the scope of {source or 'every source'}: " + ", ".join(outside))
+            by_owner[owner.source_id].append(url)
+    if refused:
+        raise ValueError(f"outside the scope of {source or 'every source'}: " + ", ".join(refused))
     now = engine.now()
     for source_id, found in by_owner.items():
         engine.state.targets.add(source_id, found, reason="resync", at=now)

@@ -74,6 +74,17 @@ class Documents(Repository):
         )
         return self.db.execute(sql, [source_id]).fetchone()[0]
 
+    def list_suspected(self, source_id: str) -> builtins.list[dict[str, Any]]:
+        """A source's pages with missing evidence not yet confirmed (``suspected_missing``):
+        ``url``, ``missing_count``, ``missing_since``, ``missing_evidence`` (JSON) and
+        ``next_check_at``, first suspected first."""
+        sql = (
+            "select canonical_url as url, missing_count, missing_since, missing_evidence, "
+            "next_check_at from documents where source_id = ? and status = ? "
+            "order by missing_since, doc_key"
+        )
+        return list(self.db.query(sql, [source_id, DocumentStatus.SUSPECTED_MISSING]))
+
     def count_by_status(self) -> dict[str, dict[str, int]]:
         """``{source_id: {document status: count}}``."""
         counts: dict[str, dict[str, int]] = {}

@@ -96,8 +96,9 @@ def test_a_cluster_collection_gets_its_parameters_indexes_and_batched_retried_wr
     qdrant, monkeypatch
 ):
     monkeypatch.setenv("QDRANT_KEY", "k-123")
+    monkeypatch.setenv("QDRANT_URL", qdrant.url)  # resolved where the store connects
     config = StoreConfig(
-        url=qdrant.url,
+        url="${QDRANT_URL}",
         api_key="${QDRANT_KEY}",
         collection="docs",
         shard_number=3,

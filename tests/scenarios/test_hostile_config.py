@@ -164,7 +164,7 @@ CASES = [
     ),
     ("max_pause_wait<0", "[fetch]\nmax_pause_wait = -1", "fetch.max_pause_wait", "0 or more"),
     ("duration 1e300", "[fetch]\nmax_pause_wait = 1e300", "fetch.max_pause_wait", "100 years"),
-    ("listen no host", '[server]\nlisten = ":8787"', "server.listen", "not a host name"),
+    ("listen bad host", '[server]\nlisten = "my host:8787"', "server.listen", "not a host name"),
     ("listen bad ipv4", '[server]\nlisten = "300.1.1.1:80"', "server.listen", "IPv4"),
     ("listen bare ipv6", '[server]\nlisten = "::1:8787"', "server.listen", "brackets"),
     ("listen port 0", '[server]\nlisten = "127.0.0.1:0"', "server.listen", "1-65535"),
@@ -202,6 +202,12 @@ CASES = [
         source_with('allowed_hosts = ["https://docs.example.org/"]'),
         "sources[0].allowed_hosts[0]",
         "host glob",
+    ),
+    (
+        "allowed_hosts with a port",
+        source_with('allowed_hosts = ["localhost:8901"]'),
+        "sources[0].allowed_hosts[0]",
+        "without its port",
     ),
     (
         "events types",
@@ -361,3 +367,24 @@ def test_sound_values_still_load(tmp_path, monkeypatch):
     config = load_config(write_config(tmp_path, text))
     assert config.fetch.timeout == 45 and config.fetch.max_redirects == 0
     assert config.events[0].sources == ("docs",)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[server]\nlisten = ":8787"',
+        '[server]\nlisten = "ragsync_serve:8787"',
+        '[state]\nurl = "postgresql://rs:${PGPW}@db1:5432,db2:5432/rs"',
+        '[store]\nurl = "${QDRANT_URL}"',
+    ],
+    ids=["listen without host", "underscore host", "libpq failover hosts", "store url variable"],
+)
+def test_configurations_users_have_load(tmp_path, text):
+    load_config(write_config(tmp_path, source_with("") + text + "\n"))
+
+
+def test_a_source_url_scheme_is_case_insensitive(tmp_path):
+    text = (
+        '[[sources]]\nid = "docs"\nkind = "sitemap"\nurl = "HTTPS://docs.example.org/sitemap.xml"\n'
+    )
+    assert load_config(write_config(tmp_path, text)).sources[0].id == "docs"

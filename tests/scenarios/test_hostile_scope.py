@@ -16,7 +16,7 @@ import pytest
 
 from ragsync.sync import Syncer
 from ragsync.testing import DevSite
-from tests.support import example_pages, make_config, page, sentences, sitemap_source
+from tests.support import Clock, example_pages, make_config, page, sentences, sitemap_source
 
 SECRET = "/latest/meta-data/iam/security-credentials/role"
 
@@ -244,3 +244,115 @@ def test_a_redirect_to_a_path_the_source_excludes_is_not_requested(site, tmp_pat
     assert result.counters.responses_404 == 1  # evidence the page left the source
     reason = attempts[f"{site.base_url}/guide/page-1"]["last_error"]
     assert reason == f"redirects out of the source to {site.base_url}/private/secret"
+
+
+def test_a_listed_page_on_a_host_dropped_from_the_scope_is_kept(site, tmp_path, embedder):
+    """Dropping a host from ``allowed_hosts`` stops its requests; the complete listing still
+    lists the page, so nothing says it is gone."""
+    other = DevSite(example_pages(1))
+    other.start(host="127.0.0.3")
+    try:
+        listed = f"{other.base_url}/guide/page-0"
+        urlset = f"<url><loc>{listed}</loc></url>"
+        sitemap = f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urlset}</urlset>'
+        site.fault = lambda path, headers: (
+            (200, {"Content-Type": "application/xml"}, sitemap.encode())
+            if path == "/sitemap.xml"
+            else None
+        )
+        clock = Clock()
+        wide = sitemap_source(site, allowed_hosts=["127.0.0.3"], allow_private_networks=True)
+        with Syncer(make_config(tmp_path, [wide]), embedder=embedder, clock=clock) as syncer:
+            syncer.run()
+        for _ in range(3):
+            clock.advance(hours=2)
+            config = make_config(tmp_path, [sitemap_source(site)])
+            with Syncer(config, embedder=embedder, clock=clock) as syncer:
+                result = syncer.run()
+                assert indexed_urls(syncer) == {listed}
+            assert result.counters.out_of_scope == 1
+        assert [hit.path for hit in other.hits if hit.path != "/robots.txt"] == ["/guide/page-0"]
+    finally:
+        other.stop()
+
+
+def test_a_robots_txt_redirect_to_another_host_is_followed(site, tmp_path, embedder):
+    """RFC 9309 §2.3.1.2: robots.txt redirects are followed "even across authorities"."""
+    other = DevSite({}, robots="User-agent: *\nDisallow: /guide/page-1\n")
+    other.start(host="127.0.0.3")
+    try:
+        site.fault = lambda path, headers: (
+            (301, {"Location": f"{other.base_url}/robots.txt"}, b"")
+            if path == "/robots.txt"
+            else None
+        )
+        source = sitemap_source(site, allow_private_networks=True)
+        with syncer_for(tmp_path, embedder, source) as syncer:
+            result = syncer.run()
+            assert f"{site.base_url}/guide/page-0" in indexed_urls(syncer)
+            assert f"{site.base_url}/guide/page-1" not in indexed_urls(syncer)
+        assert result.counters.robots_disallowed >= 1
+    finally:
+        other.stop()
+
+
+def test_a_connection_another_source_may_use_is_not_reused_past_the_guard(site, tmp_path, embedder):
+    """Source a's own host is 127.0.0.1 (so it may reach it); source b reaches 127.0.0.1 only
+    through a redirect from localhost and an ``allowed_hosts`` entry, which is no consent to
+    internal addresses: b is refused even when a's connection to the same origin is idle in
+    the pool."""
+    port = site.base_url.rsplit(":", 1)[1]
+    inner = f"http://127.0.0.1:{port}/guide/page-1"
+    site.fault = lambda path, headers: (
+        (301, {"Location": inner}, b"")
+        if path == "/guide/page-1" and headers.get("Host", "").startswith("localhost")
+        else None
+    )
+    b = {
+        "id": "b",
+        "kind": "urls",
+        "urls": [f"http://localhost:{port}/guide/page-1"],
+        "allowed_hosts": ["127.0.0.1"],
+    }
+    config = make_config(tmp_path, [sitemap_source(site, id="a"), b])
+    with Syncer(config, embedder=embedder) as syncer:
+        syncer.run()
+        documents = [d for d in syncer.state.documents.list() if d["source_id"] == "b"]
+        errors = [a["last_error"] for a in syncer.state.attempts.list() if "localhost" in a["url"]]
+    assert documents == []
+    assert len(errors) == 1 and "internal" in errors[0]
+
+
+def test_urls_a_source_refuses_do_not_widen_its_scope(tmp_path, embedder, site, internal):
+    """A ``urls_file`` line with credentials is refused; its host is not the source's own."""
+    (tmp_path / "urls.txt").write_text(
+        f"{site.base_url}/guide/page-0\nhttp://user:pw@{internal.base_url[7:]}/x\n"
+    )
+    source = {"id": "docs", "kind": "urls", "urls_file": "urls.txt"}
+    with syncer_for(tmp_path, embedder, source) as syncer:
+        syncer.run()
+        with pytest.raises(ValueError, match="outside the scope") as refused:
+            syncer.resync([internal.base_url + SECRET, f"http://u:pw@{internal.base_url[7:]}/"])
+    assert "pw" not in str(refused.value)
+
+
+def test_another_port_of_an_internal_own_host_is_refused_at_connect(
+    site, tmp_path, embedder, internal
+):
+    """The exception to the guard is the origin of the source's own URLs, not every port."""
+    own = DevSite(example_pages(1))
+    own.start(host="127.0.0.2")
+    try:
+        other_port = internal.base_url.rsplit(":", 1)[1]
+        own.fault = lambda path, headers: (
+            (301, {"Location": f"http://127.0.0.2:{other_port}{SECRET}"}, b"")
+            if path == "/guide/page-0"
+            else None
+        )
+        source = {"id": "docs", "kind": "urls", "urls": [f"{own.base_url}/guide/page-0"]}
+        with syncer_for(tmp_path, embedder, source) as syncer:
+            syncer.run()
+            errors = [a["last_error"] for a in syncer.state.attempts.list()]
+        assert len(errors) == 1 and "internal" in errors[0]
+    finally:
+        own.stop()

@@ -158,20 +158,25 @@ def test_serve_logs_its_start_and_each_accepted_hook(tmp_path, monkeypatch, site
 
 
 def test_each_url_goes_through_the_source_scope(docs, monkeypatch):
-    """The receiver asks ``owns`` about every URL and refuses the lot when one is outside."""
+    """The receiver asks the source's scope about every URL and refuses the lot when one is
+    outside, naming it without credentials."""
     client, site, config = docs
     asked = []
 
-    def owns(source, url, *, base_dir):
-        asked.append((source.id, url))
-        return targets.owns(source, url, base_dir=base_dir)
+    def outside(source, urls, *, base_dir):
+        asked.append((source.id, list(urls)))
+        return targets.outside(source, urls, base_dir=base_dir)
 
-    monkeypatch.setattr("ragsync.server.owns", owns)
-    inside, outside = site.base_url + "/guide/page-0", "http://169.254.169.254/latest/meta-data/"
-    body, headers = standard({"urls": [inside, outside]})
+    monkeypatch.setattr("ragsync.server.outside", outside)
+    inside = site.base_url + "/guide/page-0"
+    metadata = "http://169.254.169.254/latest/meta-data/"
+    secret = "http://admin:hunter2@169.254.169.254/latest/"
+    body, headers = standard({"urls": [inside, metadata, secret]})
     answer = client.post("/hooks/docs", content=body, headers=headers)
-    assert answer.status_code == 422 and answer.json()["urls"] == [outside]
-    assert asked == [("docs", inside), ("docs", outside)]
+    assert answer.status_code == 422
+    assert answer.json()["urls"] == [metadata, "http://***@169.254.169.254/latest/"]
+    assert "hunter2" not in answer.text
+    assert asked == [("docs", [inside, metadata, secret])]
     assert queued_rows(config) == []
 
 
@@ -291,3 +296,12 @@ def test_a_held_write_lock_gives_503_with_retry_after_and_healthz_keeps_answerin
     retried = httpx.post(base + "/hooks/docs", content=body, headers=headers, timeout=30)
     assert retried.status_code == 202 and retried.json() == {"queued": 1}
     holder.close()
+
+
+@pytest.mark.parametrize("url", ["https://docs.example.org]/a", "http://[::1/x", "ftp://x/"])
+def test_a_url_that_is_no_url_gets_422_naming_it(docs, url):
+    client, site, config = docs
+    body, headers = standard({"urls": [url]})
+    answer = client.post("/hooks/docs", content=body, headers=headers)
+    assert answer.status_code == 422 and answer.json()["urls"] == [url]
+    assert queued_rows(config) == []
