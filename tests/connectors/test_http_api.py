@@ -8,8 +8,10 @@ import signal
 import subprocess
 import sys
 import threading
+from datetime import timedelta
 from urllib.parse import parse_qs, urlsplit
 
+from ragsync.clock import iso, parse_iso
 from ragsync.sync import Syncer
 from ragsync.testing import DevSite
 from tests.support import make_config
@@ -115,12 +117,12 @@ def test_pages_watermark_updates_deletions_and_gaps(tmp_path, embedder):
             assert [p["outcome"] for p in polls] == ["ok", "ok"]
             assert polls[0]["records"] == 12 and polls[0]["truncated"] == 2  # two full pages
             assert syncer.status()["sources"]["api"]["polls"]["gaps"] == []
-            # Force a gap: pretend the second poll asked for a later window than it did.
-            syncer.state.discovery.update_poll(
-                polls[1]["id"], {"window_start": "2026-12-01T00:00:00Z"}
-            )
+            # Force a gap: pretend the second poll asked for a later window than it did (a day
+            # after the first poll's end: a fixed date would pass, as 2026-12-01 did).
+            later = iso(parse_iso(polls[0]["window_end"]) + timedelta(days=1))
+            syncer.state.discovery.update_poll(polls[1]["id"], {"window_start": later})
             gaps = syncer.status()["sources"]["api"]["polls"]["gaps"]
-            assert gaps == [{"from": polls[0]["window_end"], "to": "2026-12-01T00:00:00Z"}]
+            assert gaps == [{"from": polls[0]["window_end"], "to": later}]
     finally:
         site.stop()
 
