@@ -1,14 +1,16 @@
 """A source's ground: the hosts it may fetch, and whether they may be private addresses.
 
 A source's hosts are those of its own URLs (its sitemap, feed or API ``url``, its ``urls`` and
-the URLs of its ``urls_file``) plus its ``allowed_hosts`` globs. Every URL is checked before any
-request — listed URLs, each redirect hop, robots.txt, webhook and ``resync`` targets — and an
-out-of-scope URL is a recorded skip, never a request (README "Security").
+the URLs of its ``urls_file``) plus its ``allowed_hosts`` globs; its ``include``/``exclude``
+globs are the paths its pages may have. Every URL is checked before any request — listed URLs,
+each redirect hop, webhook and ``resync`` targets — and an out-of-scope URL is a recorded skip,
+never a request (README "Security"). robots.txt redirects may go to any host
+(:class:`RobotsScope`).
 
 Connections to loopback, link-local (169.254.169.254 among them), private and unique-local
 addresses are refused at connect time (:mod:`ragsync.transport`), unless the source says
-``allow_private_networks = true`` or the host is one of the source's own configured hosts (so
-local development keeps working).
+``allow_private_networks = true`` or the URL is on the origin (host and port) of one of the
+source's own URLs (so local development keeps working).
 """
 
 from __future__ import annotations
