@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ragsync.errors import ConfigError
 from ragsync.models import Candidate
 from ragsync.protocols import DiscoveryContext
-from ragsync.urls import require_http_url
+from ragsync.urls import require_http_url, url_lines
 
 
 @dataclass(frozen=True)
@@ -42,17 +42,14 @@ class UrlListSource:
         if self.options.urls_file:
             path = ctx.base_dir / self.options.urls_file
             try:
-                lines = path.read_text(encoding="utf-8-sig").splitlines()  # a BOM is no URL
+                text = path.read_text(encoding="utf-8-sig")  # a BOM is no URL
             except OSError as exc:
                 ctx.incomplete(f"urls_file {path}: {exc.strerror or exc}")
                 return
             except UnicodeDecodeError as exc:
                 ctx.incomplete(f"urls_file {path}: not UTF-8 text ({exc})")
                 return
-            for number, line in enumerate(lines, 1):
-                url = line.split("#", 1)[0].strip()
-                if not url:
-                    continue
+            for number, url in url_lines(text):
                 if not url.startswith(("http://", "https://")):
                     ctx.warn(f"{path}:{number}: not an http(s) URL: {url!r}")
                     continue

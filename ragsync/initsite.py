@@ -122,9 +122,7 @@ class SiteProbe:
         self.config = fetch or FetchConfig()
         # The start URL's host is this source's own: a local development site is allowed.
         own = origin(url)
-        self.scope = Scope(
-            SOURCE_ID, frozenset({hostname(url)}), origins=frozenset({own} if own else ())
-        )
+        self.scope = Scope(SOURCE_ID, frozenset({own} if own else ()))
         self.fetcher = Fetcher(self.config, transport=transport)
         self.notes: list[str] = []  # probes that failed, for the reason line
 

@@ -15,15 +15,15 @@ source's own URLs (so local development keeps working).
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from ragsync.config import SourceConfig
-from ragsync.urls import canonical_url, in_scope, split_url
+from ragsync.urls import canonical_url, in_scope, split_url, url_lines
 
 
 def hostname(url: str) -> str:
@@ -36,12 +36,28 @@ def hostname(url: str) -> str:
     >>> hostname("http://[::1]:8080/"), hostname("http://Bücher.example/")
     ('::1', 'xn--bcher-kva.example')
     """
-    with contextlib.suppress(ValueError):  # not an http(s) URL: its host as written
-        url = canonical_url(url)
+    try:
+        return _idna(split_url(url).host.strip("[]"))
+    except ValueError:  # not an http(s) URL a source can list: its host as written
+        pass
     try:
         return (urlsplit(url).hostname or "").lower()
     except ValueError:
         return ""
+
+
+def _idna(host: str) -> str:
+    """``host`` (lowercase, no trailing dot) with its non-ASCII labels IDNA-encoded, as the
+    canonical form (w3lib) spells them; a label IDNA refuses stays as it is."""
+    if host.isascii():
+        return host
+    labels = []
+    for label in host.split("."):
+        try:
+            labels.append(label if label.isascii() else label.encode("idna").decode("ascii"))
+        except UnicodeError:
+            labels.append(label)
+    return ".".join(labels)
 
 
 @dataclass(frozen=True)
@@ -50,39 +66,43 @@ class Scope:
 
     Attributes:
         source_id: the source.
-        hosts: the hosts of the source's own URLs.
+        origins: ``(host, port)`` of the source's own URLs: their hosts are the source's, and
+            only these origins may be internal addresses without ``allow_private`` (not
+            another port of the host).
         patterns: its ``allowed_hosts`` globs (``*.example.org``).
         allow_private: its ``allow_private_networks``.
-        origins: ``(host, port)`` of the source's own URLs: the only places an internal
-            address may be reached without ``allow_private`` (not another port of the host).
         include, exclude: its URL globs, the paths a page may have (not discovery documents:
             a sitemap's children or robots.txt lie wherever the site puts them).
         strip_params: its ``strip_params`` (the patterns match canonical URLs).
     """
 
     source_id: str
-    hosts: frozenset[str]
+    origins: frozenset[tuple[str, int]]
     patterns: tuple[str, ...] = ()
     allow_private: bool = False
-    origins: frozenset[tuple[str, int]] = frozenset()
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     strip_params: tuple[str, ...] = ()
 
+    @cached_property
+    def hosts(self) -> frozenset[str]:
+        """The hosts of the source's own URLs."""
+        return frozenset(host for host, _ in self.origins)
+
     def refuse(self, url: str) -> str | None:
         """Why ``url`` lies outside the scope, or None when it may be requested.
 
-        >>> scope = Scope("docs", frozenset({"docs.example.org"}), ("*.example.org",))
+        >>> scope = Scope("docs", frozenset({("docs.example.org", 443)}), ("*.example.org",))
         >>> scope.refuse("https://www.example.org/a") is None
         True
         >>> scope.refuse("http://169.254.169.254/latest/meta-data/")
         "outside source docs's hosts: http://169.254.169.254/latest/meta-data/"
         """
         try:
-            split_url(url)  # an http(s) URL as the URL Standard reads it, without credentials
+            # An http(s) URL as the URL Standard reads it, without credentials.
+            host = _idna(split_url(url).host.strip("[]"))
         except ValueError as exc:
             return str(exc)  # names the URL without its credentials
-        host = hostname(url)
         if host and (
             host in self.hosts or any(fnmatch.fnmatchcase(host, p) for p in self.patterns)
         ):
@@ -93,7 +113,7 @@ class Scope:
         """Why a *page* at ``url`` lies outside the source — another host, or a URL its
         ``include``/``exclude`` patterns leave out — or None.
 
-        >>> scope = Scope("docs", frozenset({"docs.example.org"}), include=("*/v2/*",))
+        >>> scope = Scope("docs", frozenset({("docs.example.org", 443)}), include=("*/v2/*",))
         >>> scope.refuse_page("https://docs.example.org/v2/a") is None
         True
         >>> scope.refuse_page("https://docs.example.org/admin")
@@ -114,8 +134,7 @@ class Scope:
         """Whether a request to ``url`` may connect to an internal address: the source allows
         private networks, or ``url`` is on the origin (host and port) of one of its own URLs.
 
-        >>> own = frozenset({("wiki.internal", 8080)})
-        >>> scope = Scope("wiki", frozenset({"wiki.internal"}), origins=own)
+        >>> scope = Scope("wiki", frozenset({("wiki.internal", 8080)}))
         >>> scope.private_ok("http://wiki.internal:8080/a")
         True
         >>> scope.private_ok("http://wiki.internal:2375/containers/json")
@@ -153,7 +172,7 @@ def origin(url: str) -> tuple[str, int] | None:
         parts = split_url(url)
     except ValueError:
         return None
-    return hostname(url), parts.port or (443 if parts.scheme == "https" else 80)
+    return _idna(parts.host.strip("[]")), parts.port or (443 if parts.scheme == "https" else 80)
 
 
 def host_glob(pattern: str) -> str:
@@ -166,10 +185,7 @@ def host_glob(pattern: str) -> str:
     pattern = pattern.strip().lower().rstrip(".")
     if pattern.startswith("[") and pattern.endswith("]"):
         return pattern[1:-1]
-    return ".".join(
-        label if label.isascii() else label.encode("idna").decode("ascii")
-        for label in pattern.split(".")
-    )
+    return _idna(pattern)
 
 
 def scope_of(source: SourceConfig, base_dir: Path | str = ".") -> Scope:
@@ -181,13 +197,11 @@ def scope_of(source: SourceConfig, base_dir: Path | str = ".") -> Scope:
     urls_file = getattr(options, "urls_file", None)
     if urls_file:
         urls.extend(_listed_urls(Path(base_dir) / urls_file))
-    origins = frozenset(o for o in map(origin, urls) if o is not None and o[0])
     return Scope(
         source.id,
-        frozenset(host for host, _ in origins),
+        frozenset(o for o in map(origin, urls) if o is not None and o[0]),
         tuple(map(host_glob, source.allowed_hosts)),
         source.allow_private_networks,
-        origins=origins,
         include=source.include,
         exclude=source.exclude,
         strip_params=source.strip_params,
@@ -196,7 +210,7 @@ def scope_of(source: SourceConfig, base_dir: Path | str = ".") -> Scope:
 
 def _listed_urls(path: Path) -> Iterable[str]:
     try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()
+        text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError):
         return ()  # the listing reports it (incomplete); nothing is in scope through it
-    return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
+    return [url for _, url in url_lines(text)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 import ipaddress
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -242,6 +242,21 @@ def redact_url(url: str) -> str:
     if not at:
         return url
     return f"{scheme}://***@{hostport}{rest[authority_end:]}"
+
+
+def url_lines(text: str) -> Iterator[tuple[int, str]]:
+    r"""``(line number, URL)`` of a URL list: one URL per line, ``#`` starts a comment, blank
+    lines skipped (the ``urls_file`` format).
+
+    Example::
+
+        >>> list(url_lines("https://a.example/x  # first\n\n# none\nhttps://a.example/y\n"))
+        [(1, 'https://a.example/x'), (4, 'https://a.example/y')]
+    """
+    for number, line in enumerate(text.splitlines(), 1):
+        url = line.split("#", 1)[0].strip()
+        if url:
+            yield number, url
 
 
 def require_http_url(value: str, key: str) -> None:
