@@ -14,7 +14,7 @@ Pure functions over an HTML string; like :mod:`ragsync.extract`, single-threaded
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import lxml.html
@@ -178,14 +178,20 @@ class DocPage:
             else ``og:title``); ``""`` when it has none.
         generator: the documentation generator recognised, or ``""``.
         markdown: the main content as Markdown for a recognised generator, else ``""``.
-        cleaned_html: the page without hidden elements and header-anchor chrome, headings as
-            plain text: what a general extractor should be given.
+        tree: the page without hidden elements and header-anchor chrome, headings as plain
+            text (see :attr:`cleaned_html`).
     """
 
     title: str
     generator: str
     markdown: str
-    cleaned_html: str
+    tree: Any = field(repr=False, compare=False)
+
+    @property
+    def cleaned_html(self) -> str:
+        """:attr:`tree` as HTML: what a general extractor should be given (serialised only
+        when asked: a recognised generator's page needs only its Markdown)."""
+        return str(lxml.html.tostring(self.tree, encoding="unicode"))
 
 
 def read(html: str) -> DocPage | None:
@@ -222,8 +228,7 @@ def read(html: str) -> DocPage | None:
     main = main_element(tree, generator)
     title = page_title(main, head_title, og_title, site_name)
     markdown = to_markdown(main) if generator else ""
-    cleaned = lxml.html.tostring(tree, encoding="unicode")
-    return DocPage(title, generator.name if generator else "", markdown, cleaned)
+    return DocPage(title, generator.name if generator else "", markdown, tree)
 
 
 def detect(tree: Any) -> Generator | None:

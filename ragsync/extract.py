@@ -31,7 +31,7 @@ from ragsync.policy import TEXT_TYPES
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _SPACES = re.compile(r"[ \t\u00a0]+")
 _BLANKS = re.compile(r"\n{3,}")
-_META_CHARSET = re.compile(rb"""<meta[^>]+charset=["']?([A-Za-z0-9_.:-]+)""", re.I)
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.I)
 _NOISE_TAGS = ("script", "style", "noscript", "nav", "header", "footer", "aside", "form", "iframe")
 
 
@@ -67,6 +67,22 @@ def _is_list_item(line: str) -> bool:
     return bool(re.match(r"([-*+]|\d+[.)])\s", line))
 
 
+def declared_charsets(body: bytes, content_type: str) -> tuple[str | None, str | None]:
+    """``(header, page)``: the charset the ``Content-Type`` names and the one a ``<meta
+    charset>`` in the first 4 KiB names, lowercase, each None when absent.
+
+    >>> declared_charsets(b'<meta charset="Shift_JIS">', 'text/html; charset="UTF-8"')
+    ('utf-8', 'shift_jis')
+    """
+    declared = None
+    for part in content_type.split(";")[1:]:
+        name, _, value = part.strip().partition("=")
+        if name.lower() == "charset" and value.strip("\"' "):
+            declared = value.strip("\"' ").lower()
+    meta = _META_CHARSET.search(body[:4096])
+    return declared, meta.group(1).decode("ascii", "ignore").lower() if meta else None
+
+
 def decode_body(body: bytes, content_type: str, url: str) -> str:
     """The text of ``body``: the first of the header's charset, the page's ``<meta charset>``,
     UTF-8 and windows-1252 (the web's legacy default) that decodes cleanly, else a detected one.
@@ -77,15 +93,9 @@ def decode_body(body: bytes, content_type: str, url: str) -> str:
     Raises:
         ExtractError: the body is not text in any charset that can be detected.
     """
-    declared = None
-    for part in content_type.split(";")[1:]:
-        name, _, value = part.strip().partition("=")
-        if name.lower() == "charset" and value:
-            declared = value.strip("\"' ").lower()
+    declared, in_page = declared_charsets(body, content_type)
     if b"\0" in body[:4096]:
         raise ExtractError(url, f"body is not text (declared charset: {declared or 'none'})")
-    meta = _META_CHARSET.search(body[:4096])
-    in_page = meta.group(1).decode("ascii", "ignore").lower() if meta else None
     for charset in (declared, in_page, "utf-8", "windows-1252"):
         if charset:
             try:

@@ -21,18 +21,17 @@ Example::
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
+from ragsync.extract import declared_charsets
 from ragsync.urls import clean_url
 
 MAX_LINKS = 10_000  # outlinks kept per page; a page with more is cut and named (the crawl is
 # then incomplete): a hostile page must not fill the state DB
 NOINDEX = "the page asks not to be indexed (robots noindex)"  # its outcome's reason
-_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.I)
 
 
 @dataclass(frozen=True)
@@ -71,15 +70,6 @@ def robots_directives(value: str, agent: str = "ragsync") -> set[str]:
             return set()
         value = rest
     return {token.strip().lower() for token in value.split(",") if token.strip()}
-
-
-def _charset(content_type: str, body: bytes) -> str:
-    for part in content_type.split(";")[1:]:
-        name, _, value = part.partition("=")
-        if name.strip().lower() == "charset" and value.strip(' "'):
-            return value.strip(' "')
-    match = _CHARSET.search(body[:4096])
-    return match.group(1).decode("ascii") if match else "utf-8"
 
 
 class _Reader(HTMLParser):
@@ -130,8 +120,9 @@ def page_links(
     for name, value in (headers or {}).items():
         if name.lower() == "x-robots-tag":
             directives |= robots_directives(value, agent)
+    declared, in_page = declared_charsets(body, content_type)
     try:
-        text = body.decode(_charset(content_type, body), "replace")
+        text = body.decode(declared or in_page or "utf-8", "replace")
     except LookupError:  # an unknown charset name
         text = body.decode("utf-8", "replace")
     reader = _Reader(agent)

@@ -115,7 +115,8 @@ def run_pass(
             # Its listing is not due; pages whose own revisit time came still are.
             due = engine.state.documents.list_due(source.id, iso(begun))
             outcome = SourceSync(run, source).known(due) if due else SourceOutcome()
-            outcome.counters.sources_not_due += 0 if due else 1
+            if not due:
+                outcome.counters.sources_not_due += 1
             # Said in the report, so `run` and `plan` can say why nothing was requested.
             outcome.not_due = {
                 "until": engine.state.runs.next_run_at(source.id),
