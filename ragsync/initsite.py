@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from importlib.resources import files
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 import httpx
 
@@ -29,7 +29,8 @@ from ragsync.errors import FetchError
 from ragsync.fetch import Fetcher, OutOfScope
 from ragsync.models import Response
 from ragsync.robots import decode_robots, parse_robots, product_token, robots_target
-from ragsync.scope import Scope, hostname, origin
+from ragsync.scope import Scope, origin
+from ragsync.urls import split_url, start_directory
 
 FEED_TYPES = frozenset({"application/rss+xml", "application/atom+xml"})
 SITEMAP_MARKS = (b"<urlset", b"<sitemapindex")
@@ -84,17 +85,6 @@ def feed_links(html: str, base: str) -> list[str]:
     return [urljoin(base, href) for href in parser.found]
 
 
-def start_directory(url: str) -> str:
-    """The directory of a start URL: itself when it ends in ``/``, else its parent.
-
-    >>> start_directory("https://x.org/book/intro.html"), start_directory("https://x.org")
-    ('https://x.org/book/', 'https://x.org/')
-    """
-    parts = urlsplit(url)
-    path = parts.path or "/"
-    return f"{parts.scheme}://{parts.netloc}{path[: path.rfind('/') + 1]}"
-
-
 class SiteProbe:
     """Probes one site (see the module docstring).
 
@@ -114,15 +104,14 @@ class SiteProbe:
         fetch: FetchConfig | None = None,
         transport: httpx.BaseTransport | None = None,
     ):
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not hostname(url):
+        own = origin(url)  # None: not an absolute http(s) URL with a host
+        if own is None or not own[0]:
             raise ValueError(f"not an absolute http(s) URL: {url!r}")
         self.url = url
-        self.root = f"{parts.scheme}://{parts.netloc}/"
+        self.root = start_directory(split_url(url).origin + "/")
         self.config = fetch or FetchConfig()
         # The start URL's host is this source's own: a local development site is allowed.
-        own = origin(url)
-        self.scope = Scope(SOURCE_ID, frozenset({own} if own else ()))
+        self.scope = Scope(SOURCE_ID, frozenset({own}))
         self.fetcher = Fetcher(self.config, transport=transport)
         self.notes: list[str] = []  # probes that failed, for the reason line
 

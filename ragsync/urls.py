@@ -259,6 +259,21 @@ def url_lines(text: str) -> Iterator[tuple[int, str]]:
             yield number, url
 
 
+def start_directory(url: str) -> str:
+    """The canonical URL prefix a start page's crawl stays under: its directory.
+
+    >>> start_directory("https://Docs.example.org/book/")
+    'https://docs.example.org/book/'
+    >>> start_directory("https://docs.example.org/book/intro.html?x=1")
+    'https://docs.example.org/book/'
+    >>> start_directory("https://docs.example.org/book")  # a file "book" in "/"
+    'https://docs.example.org/'
+    """
+    parts = urlsplit(canonical_url(url))
+    directory = parts.path[: parts.path.rfind("/") + 1] or "/"
+    return f"{parts.scheme}://{parts.netloc}{directory}"
+
+
 def require_http_url(value: str, key: str) -> None:
     """Raise ``ConfigError`` naming ``key`` when ``value`` is not an http(s) URL that
     :func:`split_url` accepts (no credentials, a valid host and port)."""

@@ -21,7 +21,6 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
-from urllib.parse import urlsplit
 
 from ragsync.config import SourceConfig
 from ragsync.discovery import DiscoveryContext
@@ -34,28 +33,13 @@ from ragsync.pipeline.outcomes import Document, Failed, Missing, NotModified, Ou
 from ragsync.protocols import Crawler
 from ragsync.scope import Scope, hostname
 from ragsync.state.crawl import LinksRow
-from ragsync.urls import canonical_url
+from ragsync.urls import canonical_url, start_directory
 
 log = logging.getLogger("ragsync")
 
 Validators = tuple[str | None, str | None]
 """``(etag, last_modified)``."""
 FAILURES_NAMED = 5  # pages that failed named per level in the incomplete reason; the rest counted
-
-
-def start_directory(url: str) -> str:
-    """The canonical URL prefix a start page's crawl stays under: its directory.
-
-    >>> start_directory("https://Docs.example.org/book/")
-    'https://docs.example.org/book/'
-    >>> start_directory("https://docs.example.org/book/intro.html?x=1")
-    'https://docs.example.org/book/'
-    >>> start_directory("https://docs.example.org/book")  # a file "book" in "/"
-    'https://docs.example.org/'
-    """
-    parts = urlsplit(canonical_url(url))
-    directory = parts.path[: parts.path.rfind("/") + 1] or "/"
-    return f"{parts.scheme}://{parts.netloc}{directory}"
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ import pytest
 
 from ragsync.config import load_config
 from ragsync.errors import ConfigError
-from ragsync.pipeline.crawl import start_directory
 from ragsync.protocols import Crawler
 from ragsync.registry import source_class
+from ragsync.urls import start_directory
 
 
 def write(tmp_path, source: str):
