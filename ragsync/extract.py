@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections.abc import Iterator
 from html import unescape as html_unescape
 from typing import Any
 from urllib.parse import urljoin
@@ -111,8 +112,27 @@ def decode_body(body: bytes, content_type: str, url: str) -> str:
 
 
 _LINK_TAG = re.compile(rb"<link\b[^>]*>", re.I)
+_META_TAG = re.compile(rb"<meta\b[^>]*>", re.I)
 _ATTR = re.compile(rb"""([a-zA-Z-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""")
 _LINK_HEADER = re.compile(r"""<([^>]*)>\s*;[^,]*?\brel\s*=\s*"?canonical"?""", re.I)
+# HTML Living Standard, "shared declarative refresh steps": a delay, then ; or , and an
+# optional ``url=``, the URL optionally quoted.
+_REFRESH = re.compile(
+    r"""^\s*(?P<delay>[0-9.]*)\s*[;,]?\s*(?:url\s*=\s*)?(?P<q>["']?)(?P<url>.*?)(?P=q)\s*$""",
+    re.I | re.S,
+)
+
+
+def _head_tags(pattern: re.Pattern[bytes], body: bytes) -> Iterator[dict[bytes, str]]:
+    """The attributes (name lowercased, value decoded and unescaped) of each tag ``pattern``
+    finds in the first 64 KiB of ``body``: where ``<head>`` declarations live."""
+    for tag in pattern.findall(body[:65536]):
+        yield {
+            m.group(1).lower(): html_unescape(
+                (m.group(2) or m.group(3) or m.group(4) or b"").decode("utf-8", "replace")
+            ).strip()
+            for m in _ATTR.finditer(tag)
+        }
 
 
 def canonical_link(body: bytes, headers: dict[str, str], base_url: str) -> str | None:
@@ -121,60 +141,47 @@ def canonical_link(body: bytes, headers: dict[str, str], base_url: str) -> str |
     match = _LINK_HEADER.search(headers.get("link", ""))
     if match:
         return urljoin(base_url, match.group(1).strip())
-    for tag in _LINK_TAG.findall(body[:65536]):
-        attrs = {
-            m.group(1).lower(): (m.group(2) or m.group(3) or m.group(4) or b"")
-            for m in _ATTR.finditer(tag)
-        }
-        if attrs.get(b"rel", b"").lower().split() == [b"canonical"] and attrs.get(b"href"):
-            href = attrs[b"href"].decode("utf-8", "replace").strip()
-            return urljoin(base_url, html_unescape(href))
+    for attrs in _head_tags(_LINK_TAG, body):
+        if attrs.get(b"rel", "").lower().split() == ["canonical"] and attrs.get(b"href"):
+            return urljoin(base_url, attrs[b"href"])
     return None
 
 
-_META_TAG = re.compile(r"<meta\b[^>]*>", re.I)
-_STR_ATTR = re.compile(r"""([a-zA-Z-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""")
-# HTML Living Standard, "shared declarative refresh steps": a delay, then ; or , and an
-# optional ``url=``, the URL optionally quoted.
-_REFRESH = re.compile(
-    r"""^\s*[0-9.]*\s*[;,]?\s*(?:url\s*=\s*)?(?P<q>["']?)(?P<url>.*?)(?P=q)\s*$""",
-    re.I | re.S,
-)
+def meta_refresh(body: bytes, base_url: str) -> str | None:
+    """Where an *instant* ``<meta http-equiv="refresh">`` (delay 0) in the first 64 KiB of
+    ``body`` sends the reader (resolved against ``base_url``), or None: no such tag, a refresh
+    without a URL (a reload), one back to ``base_url`` itself, or a delayed one (a page of its
+    own that moves on after a while, as search engines read it: content, not a redirect).
 
-
-def meta_refresh(html: str, base_url: str) -> str | None:
-    """Where a ``<meta http-equiv="refresh">`` in the first 64 KiB of ``html`` sends the
-    reader (resolved against ``base_url``), or None: no such tag, a refresh without a URL (a
-    reload), or one back to ``base_url`` itself.
-
-    mdBook and many static sites publish moved pages as such stubs; their text is "Redirecting
-    to …", never the target's content.
+    mdBook, Sphinx's redirect extensions and many static sites publish moved pages as such
+    stubs; their text is "Redirecting to …", never the target's content.
 
     Example::
 
-        >>> meta_refresh('<meta http-equiv="refresh" content="0; URL=../reference/a.html">',
+        >>> meta_refresh(b'<meta http-equiv="refresh" content="0; URL=../reference/a.html">',
         ...              "http://docs.test/guide/a.html")
         'http://docs.test/reference/a.html'
-        >>> meta_refresh("<meta content='5, url=/new' http-equiv=Refresh>", "http://x/old")
+        >>> meta_refresh(b"<meta content='0, url=/new' http-equiv=Refresh>", "http://x/old")
         'http://x/new'
-        >>> meta_refresh('<meta http-equiv="refresh" content="30">', "http://x/live") is None
+        >>> meta_refresh(b"<meta http-equiv=refresh content='5; url=/new'>", "http://x/") is None
         True
-        >>> meta_refresh('<meta name="description" content="0; url=/x">', "http://x/") is None
+        >>> meta_refresh(b'<meta http-equiv="refresh" content="0">', "http://x/live") is None
+        True
+        >>> meta_refresh(b'<meta name="description" content="0; url=/x">', "http://x/") is None
         True
     """
-    for tag in _META_TAG.findall(html[:65536]):
-        attrs = {
-            m.group(1).lower(): (m.group(2) or m.group(3) or m.group(4) or "")
-            for m in _STR_ATTR.finditer(tag)
-        }
-        if attrs.get("http-equiv", "").strip().lower() != "refresh":
+    for attrs in _head_tags(_META_TAG, body):
+        if attrs.get(b"http-equiv", "").lower() != "refresh":
             continue
-        match = _REFRESH.match(html_unescape(attrs.get("content", "")))
-        target = match.group("url").strip() if match else ""
-        if not target:
+        match = _REFRESH.match(attrs.get(b"content", ""))
+        if match is None or not match.group("url").strip():
             return None
-        resolved = urljoin(base_url, target)
-        return None if resolved == base_url else resolved
+        try:
+            instant = float(match.group("delay") or "0") == 0
+        except ValueError:  # "1.2.3": not a delay a browser reads
+            return None
+        resolved = urljoin(base_url, match.group("url").strip())
+        return resolved if instant and resolved != base_url else None
     return None
 
 

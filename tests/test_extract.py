@@ -222,10 +222,10 @@ def test_headings_alone_from_trafilatura_fall_back_to_markdownify():
 
 def test_meta_refresh_names_the_target_of_a_real_mdbook_stub():
     stub = Path(__file__).parent / "fixtures/docsites/mdbook/redirect-stub-build-cache.html"
-    html = stub.read_text(encoding="utf-8")
+    html = stub.read_bytes()
     url = "http://docs.test/cargo/guide/build-cache.html"
     assert meta_refresh(html, url) == "http://docs.test/cargo/reference/build-cache.html"
-    page = (stub.parent / "source-replacement.html").read_text(encoding="utf-8")
+    page = (stub.parent / "source-replacement.html").read_bytes()
     assert meta_refresh(page, "http://docs.test/cargo/reference/source-replacement.html") is None
 
 
@@ -234,7 +234,10 @@ def test_meta_refresh_names_the_target_of_a_real_mdbook_stub():
     [
         ("0; url=/b", "http://x/b"),
         ("0;URL='b?q=1#f'", "http://x/b?q=1#f"),
-        ('3, url="https://y.test/"', "https://y.test/"),
+        ('0, url="https://y.test/"', "https://y.test/"),
+        ("0.0;url=b", "http://x/b"),
+        ('3, url="https://y.test/"', None),  # delayed: a page of its own
+        ("1.2.3; url=b", None),
         ("0", None),
         ("0; url=http://x/a", None),
         ("", None),
@@ -244,7 +247,7 @@ def test_meta_refresh_parses_the_declarative_refresh(content, target):
     html = f"<html><head><meta http-equiv='refresh' content='{content}'></head></html>"
     if "'" in content:
         html = f'<html><head><meta http-equiv="Refresh" content="{content}"></head></html>'
-    assert meta_refresh(html, "http://x/a") == target
+    assert meta_refresh(html.encode(), "http://x/a") == target
 
 
 def test_title_drops_the_og_site_name_wherever_it_stands():

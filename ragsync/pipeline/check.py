@@ -14,7 +14,13 @@ import threading
 from ragsync.config import SourceConfig
 from ragsync.discovery import DiscoveryContext
 from ragsync.errors import ExtractError, FetchError
-from ragsync.extract import canonical_link, content_hash, line_title, normalize_markdown
+from ragsync.extract import (
+    canonical_link,
+    content_hash,
+    line_title,
+    meta_refresh,
+    normalize_markdown,
+)
 from ragsync.extractpool import shared_pool
 from ragsync.fetch import OutOfScope
 from ragsync.links import NOINDEX, PageLinks, page_links
@@ -66,6 +72,14 @@ def identity(source: SourceConfig, response: Response) -> tuple[str, str | None]
     except ValueError:
         return final, None
     return final, declared if declared and host_of(declared) == host_of(final) else None
+
+
+def refresh_target(response: Response) -> str | None:
+    """Where a 200 HTML page sends its reader at once with ``<meta http-equiv="refresh">``:
+    a redirect stub, whatever its text says (README "Deletion safety")."""
+    if response.status != 200 or response.content_type not in HTML_TYPES:
+        return None
+    return meta_refresh(response.body, response.url)
 
 
 def check_record(engine: Engine, page: Page) -> Outcome:
@@ -224,6 +238,10 @@ class PageChecker:
             )
             return Failed(page, exchange, reason=reason, verdict=verdict, transient=True)
         moved_to = None
+        if verdict == "content" and ":id:" not in page.doc_key:
+            refresh = refresh_target(response)
+            if refresh is not None:
+                return self.refreshed(page, exchange, refresh)
         if verdict in ("content", "not_modified") and ":id:" not in page.doc_key:
             own, declared = identity(self.source, response)
             target = declared or own
@@ -236,6 +254,7 @@ class PageChecker:
                 # a print version), so the target's own response is the content, with its
                 # own validators; a target that serves nothing leaves the page as itself.
                 answer = self.canonical_target(target)
+                exchange = dataclasses.replace(exchange, extra=exchange.extra + 1)
                 if answer is None:
                     target = own
                 else:
@@ -323,6 +342,52 @@ class PageChecker:
             lasting = self.robots.lasting(target)
             return Failed(page, exchange, reason=unreachable, transient=not lasting)
         return Skipped(page, exchange, why="disallowed", reason=refused.reason)
+
+    def refreshed(self, page: Page, exchange: Exchange, refresh: str) -> Outcome:
+        """A redirect stub (an instant meta refresh) counts as a redirect, never as content:
+        its target's response is the page's, followed hop by hop like a permanent redirect
+        (stub after stub, up to ``fetch.max_redirects``). A target out of the source is
+        evidence the page left it; a target that is missing makes the page missing; one that
+        fails is the page's failure (README "Deletion safety")."""
+        seen = {page.url}
+        for _ in range(max(self.engine.config.fetch.max_redirects, 1)):
+            via = f"meta refresh to {refresh}"
+            if self.scope.refuse_page(refresh) is not None:
+                return Missing(page, exchange, reason=f"redirects out of the source to {refresh}")
+            try:
+                target = canonical_url(refresh, self.source.strip_params)
+            except ValueError as exc:
+                return Failed(page, exchange, reason=f"{via}: {exc}")
+            if target in seen:
+                return Failed(page, exchange, reason=f"{via}: a redirect loop")
+            seen.add(target)
+            exchange = dataclasses.replace(exchange, extra=exchange.extra + 1)
+            try:
+                answer = self.fetcher.get(refresh, follow_temporary=False, scope=self)
+            except OutOfScope as exc:
+                return self.refused_hop(page, exchange, exc)
+            except FetchError as exc:
+                reason = f"{via}: {exc.reason}"
+                return Failed(page, exchange, reason=reason, transient=exc.transient)
+            verdict, reason = classify(answer.status, answer.content_type, answer.body)
+            if verdict == Verdict.MISSING:
+                return Missing(page, exchange, reason=f"{via}: {reason}")
+            if verdict != "content":
+                transient = verdict in ("retry", "rate_limited", "temporary_redirect")
+                reason = f"{via}: {reason or f'HTTP {answer.status}'}"
+                return Failed(page, exchange, reason=reason, verdict=verdict, transient=transient)
+            next_refresh = refresh_target(answer)
+            if next_refresh is None:
+                exchange = dataclasses.replace(exchange, response=answer)
+                final = canonical_url(answer.url, self.source.strip_params)
+                if self.scope.refuse_page(final) is not None:
+                    return Missing(page, exchange, reason=f"redirects out of the source to {final}")
+                return self.read(
+                    page, exchange, answer, moved_to=None if final == page.url else final
+                )
+            refresh = next_refresh
+        reason = f"meta refresh: more than {self.engine.config.fetch.max_redirects} stubs"
+        return Failed(page, exchange, reason=reason)
 
     def canonical_target(self, declared: str) -> Response | None:
         """The response of the URL a page declares canonical, fetched as a redirect target

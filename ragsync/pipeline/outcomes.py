@@ -65,6 +65,7 @@ class Exchange:
     requested: bool = False
     conditional: bool = False
     response: Response | None = None
+    extra: int = 0  # requests beyond the page's own: a declared canonical's, a stub's target
 
     @property
     def status(self) -> int | None:
@@ -99,7 +100,7 @@ class Outcome:
 
     def count(self, counters: Counters) -> None:
         """Add this check's request and response to ``counters``."""
-        counters.requests_sent += self.exchange.requested
+        counters.requests_sent += self.exchange.requested + self.exchange.extra
         counters.conditional_requests_sent += self.exchange.conditional
         name = self.response_counter()
         if name is None:

@@ -189,3 +189,104 @@ def test_a_redirect_stub_declaring_rel_canonical_never_stands_in_for_its_target(
         assert " ".join(c.text for c in syncer.state.index.get_chunks(target)) == texts
     finally:
         site.stop()
+
+
+def stub(target: str, delay: int = 0) -> tuple[str, str]:
+    """A meta-refresh redirect stub, as mdBook and Sphinx's redirect extensions write them
+    (here without rel=canonical)."""
+    return (
+        "Redirecting...",
+        f'<meta http-equiv="refresh" content="{delay}; url={target}">'
+        f'<p>Redirecting to... <a href="{target}">{target}</a>.</p>',
+    )
+
+
+def test_a_meta_refresh_stub_is_a_redirect_never_content(make_syncer):
+    pages = example_pages(1)
+    pages["/guide/old-name"] = stub("page-0")
+    site = DevSite(pages)
+    site.start()
+    try:
+        site.listed = lambda: ["/guide/old-name"]
+        syncer = make_syncer(site)
+        result = syncer.run()
+        target = f"docs:{site.base_url}/guide/page-0"
+        texts = " ".join(chunk.text for chunk in syncer.state.index.get_chunks(target))
+        assert "Redirecting" not in texts and "retention" in texts
+        assert [d["doc_key"] for d in syncer.state.documents.list()] == [target]
+        assert syncer.state.aliases.targets("docs") == {
+            f"docs:{site.base_url}/guide/old-name": target
+        }
+        assert [hit.path for hit in site.page_hits()] == ["/guide/old-name", "/guide/page-0"]
+        assert result.counters.requests_sent == len(site.hits)  # the target's request counts
+    finally:
+        site.stop()
+
+
+def test_an_indexed_page_turned_into_a_meta_refresh_stub_moves_by_the_redirect_rule(
+    make_syncer, embedder
+):
+    site = DevSite(example_pages(2))
+    site.start()
+    try:
+        syncer = make_syncer(site, missing_confirmations=2, missing_grace="0s")
+        syncer.run()
+        old, new = f"docs:{site.base_url}/guide/page-0", f"docs:{site.base_url}/guide/moved"
+        page = site.pages["/guide/page-0"]
+        site.set_page("/guide/moved", page.title, page.body)
+        site.set_page("/guide/page-0", *stub("moved"))
+        site.listed = lambda: ["/guide/page-0", "/guide/page-1"]
+        embedder.texts.clear()
+
+        first = syncer.run()  # one observation: suspected, the content stays where it was
+        assert first.counters.moves_suspected == 1 and first.counters.records_moved == 0
+        assert syncer.state.documents.get(old)["status"] == "suspected_missing"
+        kept = " ".join(c.text for c in syncer.state.index.get_chunks(old))
+        assert "retention" in kept and "Redirecting" not in kept
+
+        second = syncer.run()  # confirmed: the record moves, its vectors come from the cache
+        assert second.counters.records_moved == 1 and embedder.texts == []
+        assert syncer.state.documents.get(old)["status"] == "tombstoned"
+        assert syncer.state.documents.get(new)["status"] == "active"
+        assert syncer.verify().clean
+    finally:
+        site.stop()
+
+
+def test_a_meta_refresh_out_of_the_source_or_to_a_missing_page_is_missing_evidence(make_syncer):
+    pages = example_pages(2)
+    site = DevSite(pages)
+    site.start()
+    try:
+        syncer = make_syncer(site, missing_confirmations=1, missing_grace="0s")
+        syncer.run()
+        site.set_page("/guide/page-0", *stub("http://elsewhere.invalid/new"))
+        site.set_page("/guide/page-1", *stub("gone"))
+        site.remove_page("/guide/gone")
+        site.listed = lambda: ["/guide/page-0", "/guide/page-1"]
+        result = syncer.run()
+        zero = syncer.state.documents.get(f"docs:{site.base_url}/guide/page-0")
+        one = syncer.state.documents.get(f"docs:{site.base_url}/guide/page-1")
+        out = "redirects out of the source to http://elsewhere.invalid/new"
+        assert zero["status"] == "tombstoned" and zero["tombstone_reason"] == out
+        assert one["status"] == "tombstoned" and "meta refresh to" in one["tombstone_reason"]
+        assert "HTTP 404" in one["tombstone_reason"]
+        assert [h.path for h in site.requests_to("/guide/gone")]  # the stub's target was asked
+        assert result.counters.tombstones_created == 2
+    finally:
+        site.stop()
+
+
+def test_a_delayed_meta_refresh_is_a_page_of_its_own(make_syncer):
+    pages = example_pages(1)
+    title, body = stub("page-0", delay=30)
+    pages["/guide/announce"] = (title, body + "<p>" + "The announcement says much. " * 20 + "</p>")
+    site = DevSite(pages)
+    site.start()
+    try:
+        syncer = make_syncer(site)
+        syncer.run()
+        document = syncer.state.documents.get(f"docs:{site.base_url}/guide/announce")
+        assert document["status"] == "active" and syncer.state.aliases.targets("docs") == {}
+    finally:
+        site.stop()
