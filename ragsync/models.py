@@ -332,6 +332,7 @@ class Counters:
     journal_replayed: int = 0
     tombstones_created: int = 0
     records_moved: int = 0  # renamed pages (301 / rel=canonical) whose record moved
+    duplicates: int = 0  # pages whose content another URL of the source holds: an alias
     moves_suspected: int = 0  # permanent redirects seen but not yet confirmed: content kept
     temporary_redirects: int = 0  # 302/303/307: content kept, page retried
     listings_incomplete: int = 0  # listings that failed in part: no "unlisted" evidence

@@ -12,6 +12,7 @@ from ragsync.clock import iso
 from ragsync.config import SourceConfig
 from ragsync.models import ChunkDiff, Counters, SourceOutcome, StoredChunk
 from ragsync.pipeline.context import Engine
+from ragsync.pipeline.duplicates import store_once
 from ragsync.pipeline.failures import record_failure
 from ragsync.pipeline.journal import apply_journal
 from ragsync.pipeline.moves import record_moving, resolve_moves, retire_moved
@@ -67,13 +68,18 @@ def commit_outcomes(
     outcomes: Sequence[Outcome],
     report: SourceOutcome,
     run_id: str,
+    *,
+    checked_since: str = "",
 ) -> list[Outcome]:
-    """Commit a window of outcomes and apply the journal; returns them with moves resolved.
-    ``report`` is the source's part of the run report (counters, errors)."""
+    """Commit a window of outcomes and apply the journal; returns them with moves resolved
+    and duplicates found. ``report`` is the source's part of the run report (counters,
+    errors); records checked since ``checked_since`` (the pass's start) may hold a page of the
+    window (:func:`ragsync.pipeline.duplicates.store_once`)."""
     counters = report.counters
     moment = engine.clock()
     now = iso(moment)
     resolved = resolve_moves(engine, source, outcomes, moment.timestamp())
+    resolved = store_once(engine, source, resolved, checked_since=checked_since)
     diffs = chunk_diffs(engine, [o for o in resolved if isinstance(o, Changed)], now)
     embed_missing(
         engine, {c.chunk_hash: c.text for _, diff in diffs.values() for c in diff.add}, counters

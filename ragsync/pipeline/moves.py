@@ -24,6 +24,7 @@ from ragsync.pipeline.context import Engine
 from ragsync.pipeline.outcomes import (
     Changed,
     Document,
+    Duplicate,
     MovedOnly,
     Moving,
     NotModified,
@@ -136,7 +137,8 @@ def retire_moved(
     run_id: str,
     counters: Counters,
 ) -> None:
-    """Tombstone the record a page moved away from and remember it as an alias."""
+    """Tombstone the record a page moved away from (or whose content another record holds:
+    a :class:`Duplicate`) and remember it as an alias."""
     old = outcome.moved_from
     assert old is not None
     page = outcome.page
@@ -150,12 +152,13 @@ def retire_moved(
     if old.get("status") == DocumentStatus.TOMBSTONED:  # confirmed again, or a late move
         engine.state.aliases.put(alias)
         return
-    counters.records_moved += 1
+    duplicate = isinstance(outcome, Duplicate)
+    counters.records_moved += not duplicate  # a duplicate has its own counter
     if "status" not in old:  # a URL never indexed under its own key
         engine.state.aliases.put(alias)
         return
     old = cast(Document, old)  # an indexed record: not a bare Origin
-    reason = f"moved to {page.url}"
+    reason = f"same content as {page.url}" if duplicate else f"moved to {page.url}"
     evidence = with_evidence(old, at=now, status=outcome.exchange.status, reason=reason)
     tombstone(
         engine,

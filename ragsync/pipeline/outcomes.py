@@ -197,6 +197,22 @@ class MovedOnly(Outcome):
     batch, or by the worker holding it): only the old record (``moved_from``) is retired."""
 
 
+@dataclass(frozen=True)
+class Duplicate(MovedOnly):
+    """A page whose content another record of its source holds (``page`` is that record's):
+    stored once, its URL an alias of that record (``moved_from`` retired after the commit).
+    ``answered`` is the response counter of the check that found it."""
+
+    answered: str | None = None
+
+    def count(self, counters: Counters) -> None:
+        super().count(counters)
+        counters.duplicates += 1
+
+    def response_counter(self) -> str | None:
+        return self.answered
+
+
 def stored_content(document: Document) -> Extracted:
     """The content a record holds, as if it had just been extracted."""
     return Extracted(

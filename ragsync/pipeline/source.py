@@ -218,7 +218,15 @@ class SourceSync:
             for host, (until, reason) in self.run.fetcher.take_new_pauses().items():
                 # At least: a longer pause another worker set meanwhile stands.
                 engine.state.hosts.pause_at_least(host, until, reason, engine.now())
-            resolved = commit_outcomes(engine, source, checked, self.report, self.run.result.run_id)
+            result = self.run.result
+            resolved = commit_outcomes(
+                engine,
+                source,
+                checked,
+                self.report,
+                result.run_id,
+                checked_since=result.started_at,
+            )
             # A listed URL that moved lists its target: not to be verified as unlisted.
             for item in resolved:
                 if item.page.unlisted:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ragsync.models import DocumentStatus
 from ragsync.state.repository import Repository
 
 
@@ -24,11 +25,17 @@ class Aliases(Repository):
 
     def verified(self, source_id: str) -> dict[str, tuple[str, str]]:
         """``{alias record key: (target record key, verified_at)}`` for one source; an alias
-        never re-verified counts from when it was made."""
-        sql = "select alias_key, doc_key, at, verified_at from aliases where alias_key like ?"
+        never re-verified counts from when it was made. An alias whose target is suspected
+        missing or tombstoned is left out: its own URL is asked again, since it may serve
+        the content its target no longer does."""
+        sql = (
+            "select a.alias_key, a.doc_key, a.at, a.verified_at from aliases a "
+            "left join documents d on d.doc_key = a.doc_key "
+            "where a.alias_key like ? and (d.status is null or d.status = ?)"
+        )
         return {
             r["alias_key"]: (r["doc_key"], r["verified_at"] or r["at"] or "")
-            for r in self.db.query(sql, [f"{source_id}:%"])
+            for r in self.db.query(sql, [f"{source_id}:%", DocumentStatus.ACTIVE])
         }
 
     def mark_verified(self, alias_keys: Sequence[str], at: str) -> None:

@@ -36,6 +36,19 @@ class Documents(Repository):
             rows = self.db.query(sql, [source_id])
         return [cast(DocumentRow, row) for row in rows]
 
+    def holding(
+        self, source_id: str, content_hashes: Sequence[str], checked_since: str
+    ) -> builtins.list[DocumentRow]:
+        """The active documents of the source holding any of ``content_hashes``, last checked
+        at or after ``checked_since``; the shortest URL first."""
+        sql = (
+            "select * from documents where source_id = ? and status = ? and last_checked_at >= ? "
+            "and content_hash in ({marks})"
+        )
+        args = [source_id, DocumentStatus.ACTIVE, checked_since]
+        rows = [cast(DocumentRow, r) for r in self.state.query_in(sql, content_hashes, args)]
+        return sorted(rows, key=lambda r: (len(r["canonical_url"]), r["canonical_url"]))
+
     def due_hints(self, source_id: str) -> dict[str, tuple[str | None, str | None]]:
         """``{doc_key: (next_check_at, lastmod_hint)}`` for one source."""
         sql = "select doc_key, next_check_at, lastmod_hint from documents where source_id = ?"

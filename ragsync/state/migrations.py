@@ -302,6 +302,12 @@ def _m010_crawl_links(db: Any) -> None:
     db.table("crawl_links").create_index(["source_id"])
 
 
+def _m011_content_index(db: Any) -> None:
+    # Pages whose content another page of the source already holds are stored once (README
+    # "Identity"): found by content hash.
+    db.table("documents").create_index(["source_id", "content_hash"])
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_initial", _m001_initial),
     ("002_failures_and_deletion", _m002_failures_and_deletion),
@@ -313,4 +319,5 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("008_workers", _m008_workers),
     ("009_run_lock_and_listings", _m009_run_lock_and_listings),
     ("010_crawl_links", _m010_crawl_links),
+    ("011_content_index", _m011_content_index),
 )

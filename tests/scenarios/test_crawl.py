@@ -314,6 +314,14 @@ def reachable(root: Path, start: str) -> set[str]:
     return seen
 
 
+def main_text(file: Path) -> str:
+    """The text of a page's ``<main>`` (a directory: its ``index.html``)."""
+    file = file / "index.html" if file.is_dir() else file
+    main = lxml.html.fromstring(file.read_bytes()).find(".//main")
+    assert main is not None, file
+    return " ".join(main.text_content().split())
+
+
 @pytest.mark.skipif(REAL_BOOK is None, reason="no rustup documentation (the rustdoc mdBook)")
 def test_a_real_mdbook_is_crawled_whole_then_revalidated_with_304s(tmp_path):
     assert REAL_BOOK is not None
@@ -329,13 +337,20 @@ def test_a_real_mdbook_is_crawled_whole_then_revalidated_with_304s(tmp_path):
         expected = {p.removesuffix("index.html") for p in reachable(root, "book")}
         requested = {path.lstrip("/") for path, _, _ in site.hits if path != "/robots.txt"}
         assert requested == expected
-        # Every reachable page is indexed but print.html (the whole book; it says noindex).
-        indexed = {
-            d["canonical_url"].removeprefix(site.base_url + "/")
-            for d in syncer.state.documents.list()
-        }
+
+        # Every reachable page is indexed but print.html (the whole book; it says noindex),
+        # and a page served under two URLs (mdBook's root is its first chapter) is stored once.
+        def path(doc_key: str) -> str:
+            return doc_key.removeprefix(f"book:{site.base_url}/")
+
+        indexed = {path(d["doc_key"]) for d in syncer.state.documents.list()}
+        aliases = {path(a): path(t) for a, t in syncer.state.aliases.targets("book").items()}
         assert first.counters.noindex == 1 and "book/print.html" not in indexed
-        assert indexed == expected - {"book/print.html"}
+        assert first.counters.duplicates == len(aliases) >= 1
+        assert set(aliases.values()) <= indexed and not set(aliases) & indexed
+        assert indexed | set(aliases) == expected - {"book/print.html"}
+        for alias, holder in aliases.items():  # the same page, as lxml reads it
+            assert main_text(root / alias) == main_text(root / holder)
 
         before = len(site.hits)
         second = syncer.run()
@@ -354,6 +369,23 @@ def test_a_real_mdbook_is_crawled_whole_then_revalidated_with_304s(tmp_path):
         third = syncer.run()
         assert third.counters.documents_created == 1
         assert syncer.state.documents.get(f"book:{site.base_url}/book/new-chapter.html")
+
+        # A one-paragraph edit in the middle of the longest page re-embeds at most 2 chunks.
+        longest = max(
+            syncer.state.documents.list(),
+            key=lambda d: len(syncer.state.index.get_chunks(d["doc_key"])),
+        )
+        page = root / longest["canonical_url"].removeprefix(site.base_url + "/")
+        html = page.read_text()
+        main = html.index("<main>")
+        ends = [i for i in range(main, html.index("</main>")) if html.startswith("</p>", i)]
+        middle = ends[len(ends) // 2]
+        page.write_text(
+            html[:middle] + " An edit adds this sentence to one paragraph." + html[middle:]
+        )
+        fourth = syncer.run()
+        assert fourth.counters.documents_updated == 1, fourth.counters
+        assert 1 <= fourth.counters.chunks_embedded <= 2, fourth.counters
     finally:
         syncer.close()
         stop_server(site.server)

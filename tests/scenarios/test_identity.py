@@ -290,3 +290,64 @@ def test_a_delayed_meta_refresh_is_a_page_of_its_own(make_syncer):
         assert document["status"] == "active" and syncer.state.aliases.targets("docs") == {}
     finally:
         site.stop()
+
+
+def test_two_urls_serving_the_same_page_are_stored_once_under_the_shorter(make_syncer, embedder):
+    """mdBook serves its first chapter twice: at the book's root and at its own name."""
+    pages = example_pages(2)
+    pages["/guide/page-0-copy"] = pages["/guide/page-0"]
+    site = DevSite(pages)
+    site.start()
+    try:
+        syncer = make_syncer(site, **MOVE_AT_ONCE)
+        first = syncer.run()
+        holder, copy = (f"docs:{site.base_url}/guide/{p}" for p in ("page-0", "page-0-copy"))
+        assert first.counters.duplicates == 1
+        assert syncer.state.aliases.targets("docs") == {copy: holder}
+        assert copy not in {d["doc_key"] for d in syncer.state.documents.list()}
+        assert set(points_by_url(syncer)) == {f"{site.base_url}/guide/page-{i}" for i in (0, 1)}
+
+        seen = len(site.hits)
+        again = syncer.run()  # the copy's URL stands for its holder: not asked again
+        assert "/guide/page-0-copy" not in [h.path for h in site.hits[seen:]]
+        assert again.counters.responses_304 == 2 and again.counters.duplicates == 0
+
+        # The holder goes; the copy still serves the page: it comes back under its own URL.
+        site.remove_page("/guide/page-0")
+        syncer.run()  # the holder's URL is asked (the copy stands for it): gone
+        embedder.texts.clear()
+        syncer.run()  # the copy's own URL is asked
+        assert syncer.state.documents.get(holder)["status"] == "tombstoned"
+        assert syncer.state.documents.get(copy)["status"] == "active"
+        assert embedder.texts == []  # the same texts: vectors from the cache
+        assert syncer.state.aliases.targets("docs") == {}
+        assert syncer.verify().clean
+    finally:
+        site.stop()
+
+
+def test_a_page_already_indexed_twice_is_stored_once_when_both_are_checked(make_syncer):
+    """A state from before pages were stored once, or a copy checked before its holder in a
+    pass: found when both URLs are checked in one pass, even when neither changed."""
+    pages = example_pages(1)
+    site = DevSite(pages)
+    site.start()
+    try:
+        syncer = make_syncer(site)
+        syncer.run()
+        site.set_page("/guide/zz-copy-of-page-0", *pages["/guide/page-0"])
+        # The copy alone first (a targeted re-sync): it cannot be told from a renamed page.
+        syncer.resync([f"{site.base_url}/guide/zz-copy-of-page-0"])
+        copy = f"docs:{site.base_url}/guide/zz-copy-of-page-0"
+        assert syncer.state.documents.get(copy)["status"] == "active"
+
+        result = syncer.run(revalidate_all=True)
+        counters = result.counters
+        assert counters.responses_304 + counters.responses_200_unchanged == 2  # neither changed
+        assert counters.duplicates == 1
+        document = syncer.state.documents.get(copy)
+        assert document["status"] == "tombstoned"
+        assert document["tombstone_reason"] == f"same content as {site.base_url}/guide/page-0"
+        assert set(points_by_url(syncer)) == {f"{site.base_url}/guide/page-0"}
+    finally:
+        site.stop()

@@ -1,0 +1,115 @@
+"""Duplicates: two URLs of a source's host that serve the same page are stored once.
+
+A page whose extracted content and title a record of its source on the same host holds
+already — a record
+checked in this same pass and found serving it, or a page with a shorter URL in the same
+window — is not indexed a second time: its URL becomes an alias of that record, as a confirmed
+move would make it (README "Identity"). The alias is re-verified like any other: after
+``max_interval`` its URL is requested again, and if it then serves a page of its own, its
+record comes back; while its target is suspected missing or gone, its own URL is asked. A page
+that had a record of its own retires it; its content stays in the index under the record that
+holds it, so nothing is lost.
+
+Only records checked in this pass can hold a page: a record not yet checked may be about to
+move away (a renamed page's old URL holds the content its new URL serves, until its 301 is
+seen), and the URL that stays is the one to keep.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from ragsync.config import SourceConfig
+from ragsync.models import DocumentStatus
+from ragsync.pipeline.context import Engine
+from ragsync.pipeline.outcomes import (
+    Changed,
+    Document,
+    Duplicate,
+    NotModified,
+    Origin,
+    Outcome,
+    Unchanged,
+)
+from ragsync.urls import host_of
+
+Holder = tuple[str, str, Document | None]
+"""``(record key, canonical URL, its row)`` of the record holding a content."""
+
+
+def store_once(
+    engine: Engine,
+    source: SourceConfig,
+    outcomes: Sequence[Outcome],
+    *,
+    checked_since: str,
+) -> list[Outcome]:
+    """The outcomes with every page whose content and title another record holds turned into
+    a :class:`Duplicate` of that record.
+
+    Args:
+        engine: the syncer's parts.
+        source: the pages' source.
+        outcomes: a window's outcomes, moves resolved.
+        checked_since: records of the source last checked at or after this time (the pass's
+            start) may hold a page of the window; ``""``: any active record.
+
+    The holder is an active record on the page's host outside the window checked since
+    ``checked_since``, else the page of the window with the shortest URL. API records and
+    pages the listing left out are never merged.
+    """
+    served = [(o, content) for o in outcomes if (content := served_content(o)) is not None]
+    if not served:
+        return list(outcomes)
+    window = {o.page.doc_key for o in outcomes}
+    hashes = sorted({digest for _, (_, digest, _) in served})
+    holders: dict[tuple[str, str, str], Holder] = {}
+    for row in engine.state.documents.holding(source.id, hashes, checked_since):
+        if row["doc_key"] not in window:  # one this window changes may no longer hold it
+            url = row["canonical_url"]
+            content = (host_of(url), row["content_hash"] or "", row["title"] or "")
+            holders.setdefault(content, (row["doc_key"], url, row))
+    duplicates: dict[int, Outcome] = {}
+    for outcome, content in sorted(served, key=lambda item: shortest(item[0].page.url)):
+        page = outcome.page
+        key, url, document = holders.setdefault(content, (page.doc_key, page.url, page.document))
+        if key == page.doc_key:
+            continue
+        origin: Document | Origin = page.document or Origin(
+            doc_key=page.doc_key, canonical_url=page.url
+        )
+        held = dataclasses.replace(page, doc_key=key, url=url, document=document)
+        duplicates[id(outcome)] = Duplicate(
+            held,
+            outcome.exchange,
+            moved_from=origin,
+            links=outcome.links,
+            answered=outcome.response_counter(),
+        )
+    return [duplicates.get(id(o), o) for o in outcomes]
+
+
+def served_content(outcome: Outcome) -> tuple[str, str, str] | None:
+    """``(host, content hash, title)`` of the page an outcome found served under its own URL,
+    or None (not served, moved, an API record, or left out by the listing). Pages on two
+    hosts are never merged, as a ``rel=canonical`` to another host moves nothing (README
+    "Identity")."""
+    page = outcome.page
+    if outcome.moved_to or outcome.moved_from or page.prunable or ":id:" in page.doc_key:
+        return None
+    if isinstance(outcome, Changed) and outcome.extracted is not None:
+        return host_of(page.url), outcome.extracted.content_hash, outcome.extracted.title
+    document = page.document
+    if (
+        isinstance(outcome, Unchanged | NotModified)
+        and document is not None
+        and document["status"] == DocumentStatus.ACTIVE
+    ):
+        return host_of(page.url), document["content_hash"] or "", document["title"] or ""
+    return None
+
+
+def shortest(url: str) -> tuple[int, str]:
+    """The order in which URLs serving the same page are preferred: the shortest first."""
+    return len(url), url
