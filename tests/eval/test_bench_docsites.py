@@ -15,9 +15,12 @@ import pytest
 from eval.bench_docsites import (
     LAYOUTS,
     Output,
+    Site,
     Truth,
     bench,
+    bench_site,
     heading_key,
+    markdown,
     oracle,
     score,
 )
@@ -88,3 +91,13 @@ def test_ragsync_on_served_corpus_pages_gets_every_title_and_only_real_heading_p
     assert ragsync["under_a_non_heading"] == 0.0
     # Every heading of the three outlines (9 + 5 + 7) is on some chunk's path.
     assert ragsync["counts"]["headings"] == ragsync["counts"]["headings_kept"] == 21
+
+
+def test_a_site_not_installed_is_reported_as_skipped_not_left_out(tmp_path):
+    absent = Site("absent", "mdbook", (str(tmp_path / "no-such-book"),))
+
+    result = bench_site(absent, 10, tmp_path)
+
+    assert result == {"skipped": f"not installed here (looked in {tmp_path / 'no-such-book'})"}
+    report = {"command": "c", "cap": 10, "sites": {"absent": result}}
+    assert "- absent: skipped, not installed here" in markdown(report)
