@@ -53,4 +53,5 @@ bench: $(EVAL_STAMP)
 	$(BIN)/python eval/bench_stores.py
 	$(BIN)/python eval/bench_workers.py
 	$(BIN)/python eval/bench_faults.py
+	$(BIN)/python eval/bench_docsites.py
 	$(BIN)/python eval/report.py

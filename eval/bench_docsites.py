@@ -637,8 +637,6 @@ METHOD = (
 def markdown(report: dict[str, Any]) -> str:
     """The Markdown table of a report (see :func:`main`)."""
     lines = [
-        "#### Documentation sites: titles and headings vs peers (`eval/bench_docsites.py`)",
-        "",
         f"`{report['command']}`",
         "",
         METHOD,

@@ -1,6 +1,6 @@
 """Gather the benchmark results into eval/results/README.md and the README's benchmark tables.
 
-Reads eval/results/{peers,core,noop,stores,workers}.md, faults.json and webhooks.json (whichever
+Reads eval/results/{peers,core,noop,stores,workers,docsites}.md, faults.json and webhooks.json (whichever
 exist) and rewrites the text between ``<!-- bench:begin -->`` and ``<!-- bench:end -->`` in the
 top-level README, so the published figures are always the last measured ones.
 
@@ -27,6 +27,10 @@ def tables() -> str:
         ("noop", "A no-op run on a large state (`eval/bench_noop.py`)"),
         ("stores", "Embedded vector engines (`eval/bench_stores.py`)"),
         ("workers", "Workers sharing one PostgreSQL (`eval/bench_workers.py`)"),
+        (
+            "docsites",
+            "Documentation sites: titles and headings vs peers (`eval/bench_docsites.py`)",
+        ),
     ):
         path = RESULTS / f"{name}.md"
         if path.exists():
