@@ -42,12 +42,18 @@ class Generator:
         main: XPath expressions of the main content element, the first that matches wins.
         chrome: XPath expressions of elements removed before conversion (navigation, pop-ups,
             copy buttons, anchors).
+        layout: XPath expressions of tables used for layout, read as a run of blocks (their
+            cells can hold headings, which a Markdown table cannot).
+        preformatted: XPath expressions of text laid out line by line with ``<br>`` and
+            no-break spaces, read as a code block (shell comments there are not headings).
     """
 
     name: str
     markers: tuple[str, ...]
     main: tuple[str, ...]
     chrome: tuple[str, ...] = ()
+    layout: tuple[str, ...] = ()
+    preformatted: tuple[str, ...] = ()
 
 
 def _meta_generator(prefix: str) -> str:
@@ -67,7 +73,15 @@ GENERATORS: tuple[Generator, ...] = (
         "mdbook",
         ("//*[@id='mdbook-help-container']", "//*[@id='mdbook-menu-bar']", "//*[@id='menu-bar']"),
         ("//main",),
-        ("//*[@id='mdbook-help-container']", "//nav", f"//*[{_has_class('nav-wrapper')}]"),
+        (
+            "//*[@id='mdbook-help-container']",
+            "//nav",
+            f"//*[{_has_class('nav-wrapper')}]",
+            # The Rust Reference's rule ids ("[abi.intro]") and its railroad diagrams, drawn
+            # as SVG text and hidden until asked for.
+            f"//a[{_has_class('rule-link')}]",
+            f"//*[{_has_class('grammar-hidden')}]",
+        ),
     ),
     Generator(
         "rustdoc",
@@ -138,8 +152,14 @@ GENERATORS: tuple[Generator, ...] = (
             f"//table[{_has_class('navigation')}]",
             f"//div[{_has_class('toc')}]",
             f"//div[{_has_class('footer')}]",
+            # A FAQ's lists of its questions, before it and in each of its sections.
+            f"//div[{_has_class('qandaset')}]/dl",
+            f"//table[@summary='Q and A Div' or @summary='Q and A Set']//tr[{_has_class('toc')}]",
             "//hr",
         ),
+        # A FAQ (qandaset): its sections' headings, questions and answers in table cells.
+        ("//table[@summary='Q and A Div' or @summary='Q and A Set']",),
+        (f"//div[{_has_class('literallayout')}]",),
     ),
     Generator(
         "texinfo",
@@ -221,6 +241,11 @@ def read(html: str) -> DocPage | None:
     if generator:
         _remove(tree, generator.chrome)
     _remove(tree, _COMMON_CHROME)
+    if generator:
+        for table in [t for xpath in generator.layout for t in tree.xpath(xpath)]:
+            _as_blocks(table)
+        for block in [b for xpath in generator.preformatted for b in tree.xpath(xpath)]:
+            _as_pre(block)
     for heading in list(tree.iter(*HEADINGS)):
         _flatten_heading(heading)
     for pre in list(tree.iter("pre")):
@@ -341,6 +366,26 @@ def _remove(tree: Any, xpaths: tuple[str, ...]) -> None:
         for element in tree.xpath(xpath):
             if element.getparent() is not None:
                 element.drop_tree()
+
+
+def _as_blocks(table: Any) -> None:
+    """Read a layout table as a run of blocks: the table, its row groups, rows and cells
+    become plain ``<div>`` elements, in document order."""
+    for element in [table, *table.iter("thead", "tbody", "tfoot", "tr", "td", "th")]:
+        element.tag = "div"
+        element.attrib.clear()
+
+
+def _as_pre(block: Any) -> None:
+    """Replace ``block`` with a ``<pre>`` of its text: a line per ``<br>``, no-break spaces
+    as spaces."""
+    for br in block.iter("br"):  # the source's own line break after a <br> is not another
+        tail = br.tail or ""
+        br.tail = "\n" + (tail[1:] if tail.startswith("\n") else tail)
+    pre = lxml.html.Element("pre")
+    pre.text = block.text_content().replace("\xa0", " ").strip("\n")
+    pre.tail = block.tail
+    block.getparent().replace(block, pre)
 
 
 def _flatten_heading(heading: Any) -> None:

@@ -30,6 +30,8 @@ from ragsync.models import Extracted, media_type
 from ragsync.policy import TEXT_TYPES
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
+# CommonMark: an ATX heading is indented by 3 spaces at most, its #s followed by a space or tab.
+_ATX = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
 _SPACES = re.compile(r"[ \t\u00a0]+")
 _BLANKS = re.compile(r"\n{3,}")
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.I)
@@ -59,6 +61,10 @@ def normalize_markdown(markdown: str) -> str:
             continue
         indent = len(line) - len(line.lstrip(" "))
         body = _SPACES.sub(" ", line.strip())
+        if body.startswith("#") and not _ATX.match(line):
+            # Not a heading where it stood ("#\xa0comment", "\xa0# comment" in text laid out
+            # with no-break spaces): collapsing its spaces must not make it one.
+            body = "\\" + body
         # Keep list nesting (leading spaces) but nothing else.
         lines.append((" " * indent + body) if body and indent and _is_list_item(body) else body)
     return _BLANKS.sub("\n\n", "\n".join(lines)).strip() + "\n"
