@@ -264,11 +264,11 @@ def extract(html: str, url: str) -> Extracted:
         markdown, extractor = page.markdown, f"docs:{page.generator}"
     else:
         try:
-            if not title:
-                metadata = trafilatura.extract_metadata(html)
-                title = (metadata.title or "") if metadata else ""
-            cleaned = page.cleaned_html if page else html
-            markdown = trafilatura.extract(cleaned, url=url, **TRAFILATURA_OPTIONS)
+            # One parse per page: trafilatura reads the tree docsites.read parsed and cleaned
+            # (it copies it first), and the title is the one read there; its metadata pass
+            # (author, date, tags, site name: nothing ragsync uses) is never run.
+            source = page.tree if page else html
+            markdown = trafilatura.extract(source, url=url, **TRAFILATURA_OPTIONS)
             extractor = "trafilatura"
             if markdown and not _has_body(markdown):
                 # Headings alone (a page of links under a heading): markdownify keeps the rest.
@@ -309,7 +309,10 @@ def _markdownify_main(html: str) -> str:
             main = found[0]
             break
     return markdownify(
-        lxml.html.tostring(main, encoding="unicode"), heading_style="ATX", bullets="-"
+        lxml.html.tostring(main, encoding="unicode"),
+        heading_style="ATX",
+        bullets="-",
+        bs4_options="lxml",
     )
 
 
