@@ -1,15 +1,22 @@
-"""Structure-aware chunking of Markdown with a token budget.
+"""Structure-aware chunking of Markdown with a token budget and content-defined boundaries.
 
-The Markdown is split into sections at every heading; each section's blocks (paragraphs, lists,
-fenced code, tables) are packed whole into chunks up to ``max_tokens`` tiktoken tokens. Packing
-restarts at each heading, so an edit in one section cannot move chunk boundaries in another.
+The Markdown is split into sections at every heading; a section's blocks (paragraphs, lists,
+fenced code, tables) are kept whole, and packed into chunks of at most ``max_tokens`` tiktoken
+tokens. Packing restarts at each heading, so an edit in one section cannot move chunk boundaries
+in another; within a section, where a chunk ends depends on the blocks' content, not on their
+position (see the comment at :data:`TARGET_SHARE`), so an inserted, edited or deleted block
+renews its own chunk and rarely more than one neighbour.
+
 Each chunk's text is its heading path (the page's level-1 title first), a blank line, then the
-Markdown: that exact text is embedded and stored as ``page_content``. The title is part of the
-text because a section often means something only on its page ("the gateway waits 45 seconds"
-under "Falcon gateway"): leaving it out cost a fifth of hit@1 in eval/bench_peers.py. A section
-moved to another page is therefore embedded again, once. No chunk exceeds the
-embedding model's own window (counted with the model's tokenizer): a block too large for either
-budget is split by lines, then words, then characters.
+Markdown: that exact text is embedded and stored as ``page_content``. The title is in every
+chunk because a section often means something only on its page ("the gateway waits 45 seconds"
+under "Falcon gateway"): leaving it out cost a fifth of hit@1 in eval/bench_peers.py, and
+keeping it only in a section's first chunk cost 0.09 of hit@1 once facts sit in a section's
+later paragraphs (eval/bench_chunking.py --fact-last). A section moved to another page is
+therefore embedded again, once. No chunk exceeds the embedding model's own window (counted with
+the model's tokenizer): a block too large for either budget is split by lines, then words, then
+characters. The chunking is versioned (:func:`chunker_id`): the state records which chunker made
+each source's chunks, and a run refuses to mix two (README "Plan and reindex").
 """
 
 from __future__ import annotations
@@ -116,6 +123,52 @@ def sections(markdown: str) -> list[_Section]:
     return result
 
 
+# Content-defined boundaries (README "Concepts"). A section's units (its blocks, and the pieces
+# of a block too large alone) each get a score: a hash of the unit's opening KEY_CHARS characters
+# (so an edit further in rarely redraws it) over the unit's share of TARGET_SHARE of the budget.
+# A chunk ends after every unit scoring below 1 and holding at least MIN_SHARE of the budget: the
+# decision depends on that unit alone, never on where it sits, so after an inserted, edited or
+# deleted unit every other boundary stays where it was. A probability proportional to a unit's
+# size makes chunks about TARGET_SHARE of the budget whatever their blocks' sizes, and tiny units
+# never end a chunk, so they are merged with the next. A stretch between two boundaries that does
+# not fit is cut where it must, after its lowest-scoring unit among the places that leave two
+# pieces that fit (or that the first piece reaches): again a choice by content (TTTD's backup
+# divisor, taken as a minimum). Only such a cut can move with a change, and only within its
+# stretch: in tests/test_chunk_boundaries.py 1 to 3 changes in 100 renew three chunks.
+TARGET_SHARE = 0.6
+MIN_SHARE = 0.1
+KEY_CHARS = 64
+CHUNKER_VERSION = "cdc1"
+LEGACY_VERSION = "greedy0"
+
+
+def chunker_id(max_tokens: int, version: str = CHUNKER_VERSION) -> str:
+    """The id of the chunking a configuration gives (``cdc1;max=160``): stored per source with
+    the index, so that chunks of two chunkers never mix (README "Plan and reindex")."""
+    return f"{version};max={max_tokens}"
+
+
+def budget_of(chunker: str) -> int | None:
+    """The ``max_tokens`` of a chunker id of today's algorithm (None for another algorithm)."""
+    version, _, budget = chunker.partition(";max=")
+    return int(budget) if version == CHUNKER_VERSION and budget.isdigit() else None
+
+
+def stored_chunker(recorded: str | None, *, has_chunks: bool, max_tokens: int) -> str | None:
+    """The chunker a source's stored chunks were made with: the recorded id; for a source with
+    chunks but no id (a state from before ids were recorded) the greedy packer of that time,
+    taken at today's ``max_tokens``; None for a source without chunks (any chunker will do)."""
+    if recorded is not None:
+        return recorded
+    return chunker_id(max_tokens, LEGACY_VERSION) if has_chunks else None
+
+
+def unit_hash(unit: str) -> float:
+    """A stable hash of a unit's text in [0, 1) (blake2b: the same on every platform and run)."""
+    digest = hashlib.blake2b(unit.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
 class Chunker:
     """Splits Markdown into :class:`~ragsync.models.Chunk` values.
 
@@ -124,6 +177,9 @@ class Chunker:
         model_tokens: counts a text in the embedding model's own tokenizer (special tokens
             included).
         model_window: the model's input window in those tokens (256 for MiniLM).
+        title: where the page title (the first element of the heading path) goes: ``"every"``
+            chunk, only the first chunk of each ``"section"``, or only the first chunk of the
+            ``"page"`` (measured in eval/bench_chunking.py).
 
     Example::
 
@@ -131,12 +187,29 @@ class Chunker:
         chunks = chunker.chunk("# Title\\n\\nSome text.\\n")
     """
 
-    def __init__(self, max_tokens: int, model_tokens: Callable[[str], int], model_window: int):
+    def __init__(
+        self,
+        max_tokens: int,
+        model_tokens: Callable[[str], int],
+        model_window: int,
+        *,
+        title: str = "every",
+    ):
         if max_tokens < 16:
             raise ValueError(f"chunker.max_tokens must be at least 16, got {max_tokens}")
+        if title not in ("every", "section", "page"):
+            raise ValueError(f"title must be 'every', 'section' or 'page', got {title!r}")
         self.max_tokens = max_tokens
         self.model_tokens = model_tokens
         self.model_window = model_window
+        self.title = title
+
+    @property
+    def id(self) -> str:
+        """This chunker's id (see :func:`chunker_id`; a title placement other than the
+        default, which only the benchmark uses, is named too)."""
+        placement = "" if self.title == "every" else f";title={self.title}"
+        return chunker_id(self.max_tokens) + placement
 
     def fits(self, text: str) -> bool:
         return (
@@ -146,10 +219,15 @@ class Chunker:
     def chunk(self, markdown: str) -> list[Chunk]:
         """The chunks of ``markdown``, in document order."""
         texts: list[tuple[tuple[str, ...], str]] = []
-        for section in sections(markdown):
-            prefix = self._prefix(section.headings)
-            for body in self._pack(prefix, section.blocks):
-                texts.append((section.headings, prefix + body))
+        for n, section in enumerate(sections(markdown)):
+            full = self._prefix(section.headings)
+            if self.title == "every" or len(section.headings) < 2:
+                later = full
+            else:
+                later = self._prefix(section.headings[1:])
+            first = full if self.title != "page" or n == 0 else later
+            for i, body in enumerate(self._pack(first, later, section.blocks)):
+                texts.append((section.headings, (first if i == 0 else later) + body))
         if not texts:  # only headings (a page that is just its title): findable by its title
             title = next((text for level, text in split_blocks(markdown) if level), None)
             if title:
@@ -177,22 +255,81 @@ class Chunker:
             path = path[: int(len(path) * 0.8)].rstrip()
         return path + "\n\n" if path else ""
 
-    def _pack(self, prefix: str, blocks: tuple[str, ...]) -> Iterator[str]:
-        """Greedily pack whole blocks; a block too large alone is split into pieces."""
-        current: list[str] = []
+    def _units(self, prefix: str, blocks: tuple[str, ...]) -> list[str]:
+        """The blocks, each one too large alone split into pieces that fit."""
+        units: list[str] = []
         for block in blocks:
-            if current and self.fits(prefix + "\n\n".join([*current, block])):
-                current.append(block)
-                continue
-            if current:
-                yield "\n\n".join(current)
-                current = []
             if self.fits(prefix + block):
-                current = [block]
+                units.append(block)
             else:
-                yield from self._split(prefix, block)
-        if current:
-            yield "\n\n".join(current)
+                units.extend(self._split(prefix, block))
+        return units
+
+    def _pack(self, first: str, later: str, blocks: tuple[str, ...]) -> Iterator[str]:
+        """Pack a section's units into chunk bodies, ending each at a content-defined point.
+
+        ``first`` is the prefix of the section's first chunk, ``later`` of the others (the
+        longer one decides how a block too large is split, so that a piece fits after both).
+        """
+        units = self._units(first if len(first) >= len(later) else later, blocks)
+        sizes = [count_tiktoken(unit) for unit in units]
+        budget = self.max_tokens - count_tiktoken(later)
+        target, low = budget * TARGET_SHARE, budget * MIN_SHARE
+        # A unit's strength as a boundary: its hash over its share of the target size.
+        scores = [
+            unit_hash(u[:KEY_CHARS]) * target / max(size, 1)
+            for u, size in zip(units, sizes, strict=True)
+        ]
+        cuts = [k for k, score in enumerate(scores) if score < 1 and sizes[k] >= low]
+        below = [0]  # tokens of the units before each index
+        for size in sizes:
+            below.append(below[-1] + size)
+        start = 0
+        for end in [*cuts, len(units) - 1]:
+            if end >= start:
+                yield from self._fit((first, later), units, below, scores, (start, end), low)
+                start = end + 1
+
+    def _fit(
+        self,
+        prefixes: tuple[str, str],
+        units: list[str],
+        below: list[int],
+        scores: list[float],
+        stretch: tuple[int, int],
+        low: float,
+    ) -> Iterator[str]:
+        """The units of ``stretch`` (first and last index) as one chunk body if they fit.
+        Else a piece ends after the strongest boundary (lowest score) among those that leave
+        a rest that fits too, or, when no two pieces can hold the stretch, among those the
+        first piece reaches; and so on with the rest. Pieces under ``low`` tokens are avoided
+        when the choice allows. ``prefixes``: the section's first chunk's, the others';
+        ``below[k]``: tokens of the units before ``k`` (rules out rests far too large)."""
+        first, later = prefixes
+        start, end = stretch
+        while True:
+            prefix = first if start == 0 else later
+            reach = start  # the last unit a piece from ``start`` can hold
+            while reach < end and self.fits(prefix + "\n\n".join(units[start : reach + 2])):
+                reach += 1
+            if reach == end:
+                yield "\n\n".join(units[start : end + 1])
+                return
+            both = [
+                m
+                for m in range(start, reach + 1)
+                if below[end + 1] - below[m + 1] <= self.max_tokens
+                and self.fits(later + "\n\n".join(units[m + 1 : end + 1]))
+            ]
+            candidates = both or list(range(start, reach + 1))
+            balanced = [
+                m
+                for m in candidates
+                if below[m + 1] - below[start] >= low and below[end + 1] - below[m + 1] >= low
+            ]
+            split = min(balanced or candidates, key=lambda m: scores[m])
+            yield "\n\n".join(units[start : split + 1])
+            start = split + 1
 
     def _split(self, prefix: str, block: str) -> Iterator[str]:
         fence = _FENCE.match(block)

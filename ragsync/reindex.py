@@ -3,6 +3,7 @@ network request. Only texts absent from the embedding cache are embedded."""
 
 from __future__ import annotations
 
+from ragsync.chunk import chunker_id
 from ragsync.chunkdiff import diff_chunks
 from ragsync.config import SourceConfig
 from ragsync.errors import ExtractError
@@ -44,6 +45,9 @@ def reindex(
                     commit_outcomes(engine, source, changed, outcome, result.run_id)
             result.sources[source.id] = outcome
             result.counters.add(outcome.counters)
+            if outcome.ok:  # every chunk of the source is now the configured chunker's
+                configured = chunker_id(engine.config.chunker.max_tokens)
+                engine.state.index.put_chunker(source.id, configured, engine.now())
         result.ok = all(o.ok for o in result.sources.values())
     finally:
         engine.release_store()

@@ -7,8 +7,10 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Literal
 
+from ragsync.chunk import budget_of, chunker_id, stored_chunker
 from ragsync.clock import iso
 from ragsync.config import SourceConfig
+from ragsync.errors import StateError
 from ragsync.fetch import Fetcher
 from ragsync.models import Counters, SourceOutcome, SyncResult
 from ragsync.pipeline.context import Engine, Pass
@@ -26,7 +28,13 @@ def start_run(
 ) -> SyncResult:
     """A new run report, recorded as running under the run-lock holder ``owner``. Its id
     sorts by start time: ``20261130T020304-1a2b3c4d`` (a worker's ``…-w1a2b3c4d``, a
-    reindex's ``reindex-20261130T020304-1a2b3c``)."""
+    reindex's ``reindex-20261130T020304-1a2b3c``).
+
+    Raises:
+        StateError: (a run or a worker) a source's chunks were made by another chunker.
+    """
+    if kind != "reindex":
+        check_chunkers(engine)
     started = engine.clock()
     stamp, token = f"{started:%Y%m%dT%H%M%S}", uuid.uuid4().hex
     run_id = {
@@ -37,6 +45,43 @@ def start_run(
     result = SyncResult(run_id=run_id, started_at=iso(started))
     engine.state.runs.add(result.run_id, result.started_at, owner=owner)
     return result
+
+
+def check_chunkers(engine: Engine) -> None:
+    """Never mix chunks of two chunkers in one index (README "Plan and reindex"): a source
+    whose chunks were made by another chunker than the configured one must go through
+    `ragsync reindex` before a run writes to it. A source without chunks is recorded with the
+    configured chunker.
+
+    Raises:
+        StateError: names the sources, the stored and the configured chunker ids.
+    """
+    max_tokens = engine.config.chunker.max_tokens
+    configured = chunker_id(max_tokens)
+    index = engine.state.index
+    stale: list[str] = []
+    earlier: set[int | None] = set()  # the max_tokens the stale chunks were made with
+    for source in engine.config.sources:
+        recorded = index.get_chunker(source.id)
+        stored = stored_chunker(
+            recorded,
+            has_chunks=recorded is None and index.has_chunks(source.id),
+            max_tokens=max_tokens,
+        )
+        if stored is None:
+            index.put_chunker(source.id, configured, engine.now())
+        elif stored != configured:
+            stale.append(f"{source.id!r} ({stored})")
+            earlier.add(budget_of(stored))
+    if stale:
+        back = next(iter(earlier)) if len(earlier) == 1 else None
+        hint = f", or set chunker.max_tokens back to {back}" if back is not None else ""
+        raise StateError(
+            f"the chunks of source {', '.join(stale)} were made by another chunker than the "
+            f"configured one ({configured}, from chunker.max_tokens = {max_tokens}): run "
+            "`ragsync reindex` to re-chunk them from the stored pages (no page is fetched "
+            f"and only texts the cache lacks are embedded){hint}"
+        )
 
 
 def finish_run(engine: Engine, result: SyncResult) -> None:

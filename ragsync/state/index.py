@@ -1,7 +1,8 @@
 """What the index is built from: ``chunks`` (each document's chunk list, one row per vector
 point), ``raw_bodies`` (the body each document's content came from, for ``reindex``) and
-``collections`` (the model each vector collection was built with), and the one transaction
-that commits a document with all of it."""
+``collections`` (the model each vector collection was built with), ``chunkers`` (the chunker
+each source's chunks were made with), and the one transaction that commits a document with all
+of it."""
 
 from __future__ import annotations
 
@@ -61,6 +62,24 @@ class Index(Repository):
                 {"name": name, "model_id": model_id, "dimension": dimension, "created_at": at},
                 pk="name",
             )
+
+    def get_chunker(self, source_id: str) -> str | None:
+        """The chunker id a source's chunks were made with, if recorded."""
+        sql = "select chunker from chunkers where source_id = ?"
+        row = next(iter(self.db.query(sql, [source_id])), None)
+        return row["chunker"] if row else None
+
+    def put_chunker(self, source_id: str, chunker: str, at: str) -> None:
+        """Record that a source's chunks are (now all) made with ``chunker``."""
+        with self.state.write():
+            self.db.table("chunkers").upsert(
+                {"source_id": source_id, "chunker": chunker, "recorded_at": at}, pk="source_id"
+            )
+
+    def has_chunks(self, source_id: str) -> bool:
+        """Whether any document of the source holds chunks."""
+        sql = "select 1 from documents where source_id = ? and chunk_count > 0 limit 1"
+        return bool(list(self.db.query(sql, [source_id])))
 
     def commit_document(
         self,

@@ -308,6 +308,17 @@ def _m011_content_index(db: Any) -> None:
     db.table("documents").create_index(["source_id", "content_hash"])
 
 
+def _m012_chunkers(db: Any) -> None:
+    # The chunker each source's chunks were made with (ragsync.chunk.chunker_id), so that a run
+    # never mixes chunks of two chunkers (README "Plan and reindex"). No row: a source that has
+    # chunks was chunked before ids were recorded, by the greedy packer.
+    db.table("chunkers").create(
+        {"source_id": str, "chunker": str, "recorded_at": str},
+        pk="source_id",
+        not_null={"chunker"},
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_initial", _m001_initial),
     ("002_failures_and_deletion", _m002_failures_and_deletion),
@@ -320,4 +331,5 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("009_run_lock_and_listings", _m009_run_lock_and_listings),
     ("010_crawl_links", _m010_crawl_links),
     ("011_content_index", _m011_content_index),
+    ("012_chunkers", _m012_chunkers),
 )
