@@ -238,6 +238,10 @@ def ensure_export(model: LocalModel, folder: Path, *, quantize: bool) -> Path:
         }
         text = json.dumps(manifest, indent=2) + "\n"
         write_atomically(manifest_path(path), lambda temporary: temporary.write_text(text))
+    except ImportError as exc:  # onnx, for quantisation, comes with the extra
+        raise EmbedError(
+            str(path), f"ONNX export needs {exc.name}: pip install 'ragsync[onnx]'"
+        ) from exc
     except (OSError, RuntimeError, ValueError) as exc:
         raise EmbedError(str(path), f"ONNX export failed ({type(exc).__name__}: {exc})") from exc
     return path

@@ -19,7 +19,7 @@ import pytest
 
 from ragsync import onnxembed
 from ragsync.embed import SentenceTransformerEmbedder, embedder_from_config
-from ragsync.errors import ConfigError, StoreError
+from ragsync.errors import ConfigError, EmbedError, StoreError
 from ragsync.onnxembed import (
     OnnxEmbedder,
     export_name,
@@ -161,6 +161,23 @@ def test_the_export_is_reused_and_a_damaged_or_partial_one_is_made_again(
     assert min(cosines(copy.embed(TEXTS[:2]), int8.embed(TEXTS[:2]))) >= 0.99999
     assert verified(damaged)
     assert sorted(p.name for p in folder.iterdir() if p.name.startswith(".")) == []
+
+
+def test_a_failed_quantisation_names_the_missing_package_and_leaves_no_file(
+    fp32, tmp_path, monkeypatch
+):
+    source = fp32.ensure_export()
+    shutil.copy(source, tmp_path)
+    shutil.copy(manifest_path(source), tmp_path)
+
+    def no_onnx(source: Path, dest: Path) -> None:
+        dest.write_bytes(b"half")
+        raise ModuleNotFoundError("No module named 'onnx'", name="onnx")
+
+    monkeypatch.setattr(onnxembed, "quantize_int8", no_onnx)
+    with pytest.raises(EmbedError, match=r"needs onnx: pip install 'ragsync\[onnx\]'"):
+        OnnxEmbedder(quantize=True, cache_dir=tmp_path).ensure_export()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [source.name, f"{source.name}.json"]
 
 
 def test_an_interrupted_write_leaves_no_file(tmp_path):
