@@ -7,7 +7,10 @@ Steps and what each compares:
    everything) → wall-time and bytes-downloaded ratios.
 3. small edit (one paragraph on 5% of pages): `ragsync run` vs the naive approach.
 
-Usage: python eval/bench_core.py [--pages 120] → writes eval/results/core.json and core.md.
+Usage: python eval/bench_core.py [--pages 120] [--backend torch|onnx|onnx-int8]
+→ writes eval/results/core.json and core.md (core-onnx.json, … for another backend).
+With ``--backend``, ragsync runs with ``[embedder] backend`` set and the bare loop runs the same
+backend; an ONNX export is made (or found in the cache) before the timed runs, once per machine.
 """
 
 from __future__ import annotations
@@ -46,8 +49,17 @@ def site_traffic(site: DevSite, since: int) -> tuple[int, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pages", type=int, default=120)
+    parser.add_argument("--backend", choices=("torch", "onnx", "onnx-int8"), default="torch")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     options = parser.parse_args()
+    bare_args = [str(HERE / "bare_embed.py"), "texts.json"]
+    embedder_table = ""
+    if options.backend != "torch":
+        from ragsync.onnxembed import OnnxEmbedder
+
+        export = OnnxEmbedder(quantize=options.backend == "onnx-int8").ensure_export()
+        bare_args += ["--onnx", str(export)]
+        embedder_table = f'\n[embedder]\nbackend = "{options.backend}"\n'
 
     work = Path(tempfile.mkdtemp(prefix="ragsync-bench-"))
     site = DevSite(make_site_pages(options.pages))
@@ -56,6 +68,7 @@ def main() -> None:
     # every = "0s": each run revalidates every page (what this comparison measures)
     config.write_text(
         f'[[sources]]\nid = "docs"\nkind = "sitemap"\nevery = "0s"\nurl = "{base}/sitemap.xml"\n'
+        + embedder_table
     )
     ragsync = ["-m", "ragsync", "run", "--json", "--config", str(config)]
     naive = [str(HERE / "naive.py"), f"{base}/sitemap.xml", str(work / "naive-qdrant")]
@@ -86,11 +99,12 @@ def main() -> None:
         texts = [chunk.text for _, chunk in state.index.list_chunks()]
         state.close()
         (work / "texts.json").write_text(json.dumps(texts))
-        bare_wall, bare = run_json([str(HERE / "bare_embed.py"), str(work / "texts.json")])
+        bare_args[1] = str(work / "texts.json")
+        bare_wall, bare = run_json(bare_args)
         rows.append(
             {
                 "step": "cold sync",
-                "system": "bare model loop",
+                "system": f"bare model loop ({options.backend})",
                 "wall_s": round(bare_wall, 2),
                 "requests": 0,
                 "bytes_downloaded": 0,
@@ -128,10 +142,18 @@ def main() -> None:
         "edit_texts_embedded_naive": naive_edit["texts_embedded"],
     }
     options.out.mkdir(parents=True, exist_ok=True)
-    result = {"pages": options.pages, "chunks": len(texts), "rows": rows, "ratios": ratios}
-    (options.out / "core.json").write_text(json.dumps(result, indent=2) + "\n")
+    result = {
+        "pages": options.pages,
+        "backend": options.backend,
+        "chunks": len(texts),
+        "rows": rows,
+        "ratios": ratios,
+    }
+    name = "core" if options.backend == "torch" else f"core-{options.backend}"
+    (options.out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     table = [
-        f"Site: {options.pages} pages, {len(texts)} chunks, served on 127.0.0.1; 2 CPU cores.",
+        f"Site: {options.pages} pages, {len(texts)} chunks, served on 127.0.0.1; 2 CPU cores; "
+        f"embedder backend {options.backend}.",
         "",
         "| step | system | wall s | requests | bytes downloaded | texts embedded "
         "| points written |",
@@ -144,7 +166,7 @@ def main() -> None:
         )
     table += ["", "| ratio | value |", "|---|---:|"]
     table += [f"| {name} | {value} |" for name, value in ratios.items()]
-    (options.out / "core.md").write_text("\n".join(table) + "\n")
+    (options.out / f"{name}.md").write_text("\n".join(table) + "\n")
     print("\n".join(table))
 
 

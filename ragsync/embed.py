@@ -2,7 +2,9 @@
 
 The model stack (torch, sentence-transformers) is imported only when a text must be embedded:
 a run that embeds nothing never pays for it. Token counting for the chunker uses the model's
-own ``tokenizer.json`` through the light ``tokenizers`` package.
+own ``tokenizer.json`` through the light ``tokenizers`` package. The same model also runs on
+ONNX Runtime (``[embedder] backend``, :mod:`ragsync.onnxembed`), which never imports torch once
+its export is cached.
 """
 
 from __future__ import annotations
@@ -64,16 +66,15 @@ def _model_path(model: str) -> tuple[Path, str]:
     return path, "local"
 
 
-class SentenceTransformerEmbedder:
-    """A sentence-transformers model loaded from local files, lazily, on the CPU.
+class LocalModel:
+    """A sentence-transformers model folder read from local files: what every local backend shares.
 
-    Example::
-
-        embedder = SentenceTransformerEmbedder()
-        embedder.model_id
-        # 'all-MiniLM-L6-v2@0.1.0+sha256:53aa51172d14;dim=384;max_seq=256;norm'
-        embedder.embed(["hello"])[0][:3]
+    Holds the dimension, the model window, whether vectors are normalised, the model's own
+    tokenizer (for exact token counts) and the model id. A backend subclass adds ``embed`` and
+    sets ``backend`` (``""`` for torch, so ids of existing collections stay as they were).
     """
+
+    backend = ""
 
     def __init__(self, model: str = DEFAULT_MODEL, *, batch_size: int = 64, threads: int = 2):
         self.model_name = model
@@ -88,14 +89,19 @@ class SentenceTransformerEmbedder:
         self.normalized = any(m["type"].endswith("Normalize") for m in modules)
 
     @cached_property
-    def model_id(self) -> str:
+    def weights_digest(self) -> str:
+        """The first 12 hex digits of the weights' SHA-256 (``-`` without a safetensors file)."""
         weights = self.path / "model.safetensors"
-        digest = hashlib.sha256(weights.read_bytes()).hexdigest()[:12] if weights.exists() else "-"
+        return hashlib.sha256(weights.read_bytes()).hexdigest()[:12] if weights.exists() else "-"
+
+    @cached_property
+    def model_id(self) -> str:
         label = Path(self.model_name).name
         norm = ";norm" if self.normalized else ""
+        backend = f";{self.backend}" if self.backend else ""
         return (
-            f"{label}@{self.revision}+sha256:{digest};dim={self.dimension};"
-            f"max_seq={self.max_input_tokens}{norm}"
+            f"{label}@{self.revision}+sha256:{self.weights_digest};dim={self.dimension};"
+            f"max_seq={self.max_input_tokens}{norm}{backend}"
         )
 
     @cached_property
@@ -109,6 +115,18 @@ class SentenceTransformerEmbedder:
 
     def count_tokens(self, text: str) -> int:
         return len(self._tokenizer.encode(text).ids)
+
+
+class SentenceTransformerEmbedder(LocalModel):
+    """A sentence-transformers model loaded from local files, lazily, on the CPU (torch).
+
+    Example::
+
+        embedder = SentenceTransformerEmbedder()
+        embedder.model_id
+        # 'all-MiniLM-L6-v2@0.1.0+sha256:53aa51172d14;dim=384;max_seq=256;norm'
+        embedder.embed(["hello"])[0][:3]
+    """
 
     @cached_property
     def _model(self) -> Any:
@@ -288,8 +306,11 @@ class HttpEmbedder:
 def embedder_from_config(config: Any, base_dir: str | Path = ".") -> Embedder:
     """The embedder an ``[embedder]`` table describes (see :class:`~ragsync.config.EmbedderConfig`).
 
+    ``backend = "onnx"`` or ``"onnx-int8"`` gives :class:`~ragsync.onnxembed.OnnxEmbedder`.
+
     Raises:
-        ConfigError: ``kind = "http"`` without ``url``, or a missing ``${ENV_VAR}``.
+        ConfigError: ``kind = "http"`` without ``url``, or a missing ``${ENV_VAR}``; an ONNX
+            backend without onnxruntime installed, or for a model it cannot pool.
     """
     if config.kind == "http":
         from ragsync.config import resolve_env
@@ -309,6 +330,15 @@ def embedder_from_config(config: Any, base_dir: str | Path = ".") -> Embedder:
             concurrency=config.concurrency,
             timeout=config.timeout,
             retry_attempts=config.retry_attempts,
+        )
+    if config.backend != "torch":
+        from ragsync.onnxembed import OnnxEmbedder
+
+        return OnnxEmbedder(
+            config.model,
+            quantize=config.backend == "onnx-int8",
+            batch_size=config.batch_size,
+            threads=config.threads,
         )
     return SentenceTransformerEmbedder(
         config.model, batch_size=config.batch_size, threads=config.threads

@@ -162,7 +162,12 @@ class TableReader:
             return self.value(options[0], raw, key, meta)
         if origin is Literal:
             if raw not in args:
-                self.fail(key, f"must be one of {', '.join(map(repr, args))}, got {raw!r}")
+                hint = (
+                    self.hint(raw, {a for a in args if isinstance(a, str)})
+                    if isinstance(raw, str)
+                    else ""
+                )
+                self.fail(key, f"must be one of {', '.join(map(repr, args))}, got {raw!r}{hint}")
             return raw
         if origin is tuple:
             if not isinstance(raw, list):

@@ -1,0 +1,244 @@
+"""The ONNX Runtime backend (issue #21 part 3): the same vectors as torch from a local export,
+a model id of its own per backend, strict config, and an export cache that is re-used, checked
+and redone when damaged — and a run on a cached export imports no torch.
+
+The export is made once for this module (a few seconds) in a folder of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ragsync import onnxembed
+from ragsync.embed import SentenceTransformerEmbedder, embedder_from_config
+from ragsync.errors import ConfigError, EmbedError, StoreError
+from ragsync.onnxembed import (
+    OnnxEmbedder,
+    export_name,
+    manifest_path,
+    mean_pool,
+    verified,
+    write_atomically,
+)
+from ragsync.sync import Syncer
+from ragsync.testing import DevSite
+from tests.support import example_pages, make_config, sitemap_source
+
+pytest.importorskip("onnxruntime")
+
+TEXTS = [
+    "hello",
+    "Rotate the signing key every night, and keep two keys valid at once.",
+    "## Throttling\n\nThe gateway allows 50 requests per second per client; excess requests "
+    "get HTTP 429 with a Retry-After header.",
+    # Longer than the model window (256 word pieces): both backends truncate it the same way.
+    " ".join(f"word{i} is followed by another word" for i in range(60)),
+]
+URLS = [{"id": "d", "kind": "urls", "urls": ["http://127.0.0.1:1/"]}]
+
+
+@pytest.fixture(scope="module")
+def onnx_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("onnx-cache")
+
+
+@pytest.fixture(scope="module")
+def fp32(onnx_cache) -> OnnxEmbedder:
+    return OnnxEmbedder(cache_dir=onnx_cache)
+
+
+@pytest.fixture(scope="module")
+def int8(onnx_cache) -> OnnxEmbedder:
+    return OnnxEmbedder(quantize=True, cache_dir=onnx_cache)
+
+
+def cosines(a: list[list[float]], b: list[list[float]]) -> list[float]:
+    return [sum(x * y for x, y in zip(u, v, strict=True)) for u, v in zip(a, b, strict=True)]
+
+
+def test_onnx_vectors_match_torch_for_the_same_texts(fp32, int8, real_embedder):
+    assert real_embedder.count_tokens(TEXTS[-1]) > real_embedder.max_input_tokens
+    torch_vectors = real_embedder.embed(TEXTS)
+    fp32_vectors, int8_vectors = fp32.embed(TEXTS), int8.embed(TEXTS)
+
+    assert all(
+        len(v) == 384 and math.isclose(math.hypot(*v), 1, abs_tol=1e-5) for v in fp32_vectors
+    )
+    assert min(cosines(fp32_vectors, torch_vectors)) >= 0.999
+    # int8 (dynamic, per channel): about 0.99 on these texts; 0.98 leaves room for another CPU
+    assert min(cosines(int8_vectors, torch_vectors)) >= 0.98
+    assert fp32.embed([]) == []
+    # One text alone gives the vector it gets in a padded batch (the mask is honoured).
+    assert min(cosines(fp32.embed(TEXTS[1:2]), fp32_vectors[1:2])) >= 0.99999
+
+
+def test_each_backend_has_its_own_model_id(fp32, int8, real_embedder):
+    base = "all-MiniLM-L6-v2@0.1.0+sha256:53aa51172d14;dim=384;max_seq=256;norm"
+    assert real_embedder.model_id == base  # unchanged: existing collections stay valid
+    assert fp32.model_id == f"{base};onnx"
+    assert int8.model_id == f"{base};onnx-int8"
+    assert fp32.count_tokens("hello world") == real_embedder.count_tokens("hello world")
+    assert (fp32.dimension, fp32.max_input_tokens) == (384, 256)
+
+
+def test_config_chooses_the_backend_and_refuses_unknown_values(tmp_path):
+    config = make_config(tmp_path, URLS, embedder={"backend": "onnx-int8"})
+    embedder = embedder_from_config(config.embedder)
+    assert isinstance(embedder, OnnxEmbedder) and embedder.quantize
+    default = embedder_from_config(make_config(tmp_path, URLS).embedder)
+    assert type(default) is SentenceTransformerEmbedder
+    with pytest.raises(ConfigError, match=r"embedder\.backend: .*did you mean 'onnx-int8'") as e:
+        make_config(tmp_path, URLS, embedder={"backend": "onnx_int8"})
+    assert e.value.key == "embedder.backend"
+    with pytest.raises(ConfigError, match=r"embedder\.backend: applies to kind"):
+        make_config(
+            tmp_path, URLS, embedder={"kind": "http", "url": "http://e/", "backend": "onnx"}
+        )
+
+
+def test_a_missing_onnxruntime_or_another_pooling_is_a_config_error(tmp_path, monkeypatch):
+    folder = tmp_path / "cls-model"
+    shutil.copytree(
+        SentenceTransformerEmbedder().path,
+        folder,
+        ignore=shutil.ignore_patterns("*.safetensors", "*.txt", "README.md"),
+    )
+    pooling = folder / "1_Pooling" / "config.json"
+    settings = json.loads(pooling.read_text())
+    settings.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
+    pooling.write_text(json.dumps(settings))
+    with pytest.raises(ConfigError, match="mean pooling only.*pooling_mode_cls_token"):
+        OnnxEmbedder(str(folder), cache_dir=tmp_path)
+    monkeypatch.setattr(onnxembed, "find_spec", lambda name: None)
+    with pytest.raises(ConfigError, match=r"needs onnxruntime: pip install 'ragsync\[onnx\]'"):
+        OnnxEmbedder(cache_dir=tmp_path)
+
+
+def test_the_export_is_reused_and_a_damaged_or_partial_one_is_made_again(
+    int8, onnx_cache, tmp_path, caplog
+):
+    path = int8.ensure_export()
+    fp32_path = onnx_cache / export_name("all-MiniLM-L6-v2", "53aa51172d14", quantize=False)
+    assert path.name == "all-MiniLM-L6-v2-53aa51172d14-int8-r1.onnx"
+    assert verified(path) and verified(fp32_path)
+    manifest = json.loads(manifest_path(path).read_text())
+    assert manifest["bytes"] == path.stat().st_size and manifest["variant"] == "int8"
+    with caplog.at_level(logging.INFO, logger="ragsync"):
+        assert int8.ensure_export() == path
+    assert not caplog.records  # re-used, not exported again
+
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    for source in (path, fp32_path):  # a copy of the cache, to damage
+        shutil.copy(source, folder)
+        shutil.copy(manifest_path(source), folder)
+    copy = OnnxEmbedder(quantize=True, cache_dir=folder)
+    damaged = folder / path.name
+    with damaged.open("r+b") as file:  # same size, one byte changed
+        file.seek(damaged.stat().st_size // 2)
+        byte = file.read(1)
+        file.seek(-1, 1)
+        file.write(bytes([byte[0] ^ 0xFF]))
+    assert not verified(damaged)
+    with caplog.at_level(logging.INFO, logger="ragsync"):
+        assert copy.ensure_export() == damaged
+    assert verified(damaged)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"exporting all-MiniLM-L6-v2 to ONNX (int8) as {damaged}: once, some seconds"
+    ]
+    damaged.write_bytes(damaged.read_bytes()[:1000])  # a partial file
+    assert not verified(damaged)
+    manifest_path(damaged).unlink()  # and a file without its manifest
+    assert not verified(damaged)
+    assert min(cosines(copy.embed(TEXTS[:2]), int8.embed(TEXTS[:2]))) >= 0.99999
+    assert verified(damaged)
+    assert sorted(p.name for p in folder.iterdir() if p.name.startswith(".")) == []
+
+
+def test_a_failed_quantisation_names_the_missing_package_and_leaves_no_file(
+    fp32, tmp_path, monkeypatch
+):
+    source = fp32.ensure_export()
+    shutil.copy(source, tmp_path)
+    shutil.copy(manifest_path(source), tmp_path)
+
+    def no_onnx(source: Path, dest: Path) -> None:
+        dest.write_bytes(b"half")
+        raise ModuleNotFoundError("No module named 'onnx'", name="onnx")
+
+    monkeypatch.setattr(onnxembed, "quantize_int8", no_onnx)
+    with pytest.raises(EmbedError, match=r"needs onnx: pip install 'ragsync\[onnx\]'"):
+        OnnxEmbedder(quantize=True, cache_dir=tmp_path).ensure_export()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [source.name, f"{source.name}.json"]
+
+
+def test_an_interrupted_write_leaves_no_file(tmp_path):
+    dest = tmp_path / "model.onnx"
+
+    def fail(temporary: Path) -> None:
+        temporary.write_bytes(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        write_atomically(dest, fail)
+    assert list(tmp_path.iterdir()) == []
+    write_atomically(dest, lambda temporary: temporary.write_bytes(b"whole"))
+    assert dest.read_bytes() == b"whole" and list(tmp_path.iterdir()) == [dest]
+
+
+def test_mean_pooling_skips_padding_and_normalises():
+    import numpy as np
+
+    hidden = np.array([[[1.0, 0.0], [3.0, 4.0], [100.0, 100.0]]], dtype=np.float32)
+    mask = np.array([[1, 1, 0]])
+    assert mean_pool(hidden, mask, normalize=False).tolist() == [[2.0, 2.0]]
+    pooled = mean_pool(hidden, mask, normalize=True)[0]
+    assert math.isclose(pooled[0], math.sqrt(0.5), rel_tol=1e-6)
+
+
+def test_a_run_on_a_cached_export_imports_no_torch(int8, onnx_cache):
+    int8.ensure_export()
+    code = (
+        "import sys; from ragsync.onnxembed import OnnxEmbedder; "
+        f"v = OnnxEmbedder(quantize=True, cache_dir={str(onnx_cache)!r}).embed(['hello']); "
+        "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers') "
+        "if m in sys.modules]; print(len(v[0]), heavy)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.split() == ["384", "[]"]
+
+
+@pytest.mark.e2e
+def test_a_collection_embedded_by_one_backend_refuses_another(tmp_path, int8, real_embedder):
+    site = DevSite(example_pages(2))
+    site.start()
+    try:
+        config = make_config(tmp_path, [sitemap_source(site)])
+        with Syncer(config, embedder=int8) as syncer:
+            result = syncer.run()
+            assert result.ok and result.counters.chunks_embedded > 0
+            hits = syncer.search("how is throttling tuned?", k=3)
+            assert hits and "throttling" in hits[0].text.lower()
+            cache = syncer.engine.state.embeddings
+            hashes = [chunk.chunk_hash for _, chunk in syncer.engine.state.index.list_chunks()]
+            assert not cache.missing(hashes, int8.model_id)
+            assert cache.missing(hashes, real_embedder.model_id) == set(hashes)
+        # A changed page has vectors to write: torch's must not join the int8 collection.
+        site.set_page("/guide/page-1", "Throttling", "The gateway allows 50 requests a second.")
+        with (
+            Syncer(config, embedder=real_embedder) as syncer,
+            pytest.raises(StoreError, match="onnx-int8.*ragsync reindex"),
+        ):
+            syncer.run()
+    finally:
+        site.stop()
