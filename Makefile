@@ -54,4 +54,5 @@ bench: $(EVAL_STAMP)
 	$(BIN)/python eval/bench_workers.py
 	$(BIN)/python eval/bench_faults.py
 	$(BIN)/python eval/bench_docsites.py
+	$(BIN)/python eval/bench_backends.py --pages 200
 	$(BIN)/python eval/report.py
