@@ -156,6 +156,13 @@ class Worker:
 
     def _run(self, *, until_idle: bool, stop: threading.Event) -> SyncResult:
         engine, config = self.engine, self.config
+        dispatcher = engine.dispatcher()  # before any work: a bad secret fails fast
+        try:
+            started = start_run(engine, owner=self.id, kind="worker")  # chunker checked
+        except BaseException:
+            if dispatcher is not None:
+                dispatcher.close()
+            raise
         plain = Fetcher(config.fetch, transport=engine.transport)
         gate = SharedHostGate(
             self.state,
@@ -166,8 +173,7 @@ class Worker:
             slot_lease=2 * config.fetch.timeout + 30,
         )
         fetcher = PoliteFetcher(plain, gate, default_pause=config.fetch.retry_base)
-        dispatcher = engine.dispatcher()  # before any work: a bad secret fails fast
-        run = Pass(engine, fetcher, start_run(engine, owner=self.id, kind="worker"), dispatcher)
+        run = Pass(engine, fetcher, started, dispatcher)
         beating = threading.Event()
         heart = threading.Thread(target=self._heartbeat, args=(beating,), daemon=True)
         heart.start()
