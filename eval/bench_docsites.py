@@ -42,9 +42,7 @@ from __future__ import annotations
 
 import argparse
 import glob
-import hashlib
 import json
-import mimetypes
 import re
 import shutil
 import sys
@@ -55,15 +53,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from html import escape
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 import lxml.html
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+
+from ragsync.testing import StaticSite  # noqa: E402
 
 START_PAGE = "ragsync-bench-start.html"
 SYSTEMS = ("ragsync", "trafilatura", "langchain")
@@ -267,54 +265,11 @@ def write_start_page(root: Path, pages: Iterable[str]) -> str:
     return START_PAGE
 
 
-class StaticServer:
-    """A folder on 127.0.0.1 as a plain static server serves it: ETag, 304 on a matching
-    ``If-None-Match``, ``index.html`` for a directory, 404 for anything else."""
-
-    def __init__(self, root: Path):
-        from ragsync.testing import serve_loopback
-
-        self.root = root.resolve()
-        self.requests = 0
-        self.server = serve_loopback(self.handle, "GET")
-        host, port = self.server.server_address[:2]
-        self.base_url = f"http://{host!s}:{port}"
-
-    def handle(self, handler: BaseHTTPRequestHandler) -> None:
-        self.requests += 1
-        path = unquote(handler.path.split("?", 1)[0].split("#", 1)[0])
-        file = (self.root / path.lstrip("/")).resolve()
-        if file.is_dir():
-            file = file / "index.html"
-        status, body, headers = 404, b"not found", {"Content-Type": "text/plain"}
-        if self.root in file.parents and file.is_file():
-            body = file.read_bytes()
-            etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
-            kind = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
-            status, headers = 200, {"ETag": etag, "Content-Type": kind}
-            if handler.headers.get("If-None-Match") == etag:
-                status, body = 304, b""
-        handler.send_response(status)
-        for name, value in headers.items():
-            handler.send_header(name, value)
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
-
-    def stop(self) -> None:
-        from ragsync.testing import stop_server
-
-        stop_server(self.server)
-
-
 @contextmanager
-def served(root: Path) -> Iterator[StaticServer]:
-    """:class:`StaticServer` on ``root`` for the ``with`` block."""
-    server = StaticServer(root)
-    try:
-        yield server
-    finally:
-        server.stop()
+def served(root: Path) -> Iterator[StaticSite]:
+    """:class:`ragsync.testing.StaticSite` on ``root`` for the ``with`` block."""
+    with StaticSite(root) as site:
+        yield site
 
 
 # -- the systems ---------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Test doubles shipped for users' own tests: a loopback site and a deterministic embedder.
 
 :class:`DevSite` serves pages with a sitemap, robots.txt and validators on 127.0.0.1;
+:class:`StaticSite` serves a folder (a real site saved as files) as a static server would;
 :class:`EmbeddingServer` is an OpenAI-compatible embedding service on 127.0.0.1 and
 :class:`HashEmbedder` a model-free embedder with deterministic vectors. Nothing in the engine
 imports this package.
@@ -8,5 +9,14 @@ imports this package.
 
 from ragsync.testing.embed import EmbeddingServer, HashEmbedder
 from ragsync.testing.site import DevSite, Hit, serve_loopback, stop_server
+from ragsync.testing.static import StaticSite
 
-__all__ = ["DevSite", "EmbeddingServer", "HashEmbedder", "Hit", "serve_loopback", "stop_server"]
+__all__ = [
+    "DevSite",
+    "EmbeddingServer",
+    "HashEmbedder",
+    "Hit",
+    "StaticSite",
+    "serve_loopback",
+    "stop_server",
+]

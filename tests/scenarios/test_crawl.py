@@ -8,22 +8,18 @@ rustdoc book, tests/fixtures/rustdoc-book) from a static server.
 
 from __future__ import annotations
 
-import hashlib
-import mimetypes
 import posixpath
 import shutil
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 import lxml.html
 import pytest
 
 from ragsync.models import DocumentStatus
 from ragsync.sync import Syncer
-from ragsync.testing import DevSite, serve_loopback, stop_server
+from ragsync.testing import DevSite, StaticSite, stop_server
 from tests.support import make_config, sentences
 from tests.support.fuzzing import FastEmbedder
 
@@ -259,39 +255,6 @@ def test_a_linking_page_that_fails_makes_the_crawl_incomplete(book, crawler):
 
 # The rustdoc book (mdBook), its HTML as the Rust toolchain installs it (README there).
 REAL_BOOK = Path(__file__).parent.parent / "fixtures" / "rustdoc-book"
-
-
-class StaticSite:
-    """A folder on 127.0.0.1 as a plain static server serves it: ETag and Last-Modified, 304s,
-    ``index.html`` for a directory, 404 for anything else; every request recorded."""
-
-    def __init__(self, root: Path):
-        self.root = root.resolve()
-        self.hits: list[tuple[str, int, bool]] = []  # (path, status, conditional)
-        self.server = serve_loopback(self.handle, "GET")
-        host, port = self.server.server_address[:2]
-        self.base_url = f"http://{host!s}:{port}"
-
-    def handle(self, handler: BaseHTTPRequestHandler) -> None:
-        path = unquote(handler.path.split("?", 1)[0].split("#", 1)[0])
-        file = (self.root / path.lstrip("/")).resolve()
-        if file.is_dir():
-            file = file / "index.html"
-        status, body, headers = 404, b"not found", {"Content-Type": "text/plain"}
-        if self.root in file.parents and file.is_file():
-            body = file.read_bytes()
-            etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
-            kind = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
-            status, headers = 200, {"ETag": etag, "Content-Type": kind}
-            if handler.headers.get("If-None-Match") == etag:
-                status, body = 304, b""
-        self.hits.append((path, status, bool(handler.headers.get("If-None-Match"))))
-        handler.send_response(status)
-        for name, value in headers.items():
-            handler.send_header(name, value)
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
 
 
 def reachable(root: Path, start: str) -> set[str]:
