@@ -49,7 +49,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from html import escape
@@ -61,7 +61,7 @@ import lxml.html
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from ragsync.testing import StaticSite  # noqa: E402
+from ragsync.testing import FastEmbedder, StaticSite  # noqa: E402
 
 START_PAGE = "ragsync-bench-start.html"
 SYSTEMS = ("ragsync", "trafilatura", "langchain")
@@ -287,26 +287,6 @@ class Unavailable(Exception):
     """A system cannot run on this machine (a package missing): reported, not scored."""
 
 
-class HashVectors:
-    """An embedder for this benchmark: hash vectors and a whitespace token count (titles
-    and heading paths do not depend on the model)."""
-
-    model_id = "bench-hash@1;dim=32"
-    dimension = 32
-    max_input_tokens = 256
-
-    def __init__(self) -> None:
-        from ragsync.testing import HashEmbedder
-
-        self._vectors = HashEmbedder(self.dimension)
-
-    def count_tokens(self, text: str) -> int:
-        return len(text.split())
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return self._vectors.embed(list(texts))
-
-
 def run_ragsync(start_url: str, work: Path) -> dict[str, Output]:
     """A ``crawl`` source from ``start_url`` (``max_depth = 1``) synced once into a fresh
     state under ``work``; ``{url: Output}`` read back from the state DB (an alias URL maps
@@ -323,7 +303,7 @@ def run_ragsync(start_url: str, work: Path) -> dict[str, Output]:
         },
         base_dir=work,
     )
-    with Syncer(config, embedder=HashVectors()) as syncer:
+    with Syncer(config, embedder=FastEmbedder()) as syncer:
         syncer.run()
         documents = {d["doc_key"]: d for d in syncer.state.documents.list("site")}
         paths: dict[str, list[tuple[str, ...]]] = {key: [] for key in documents}

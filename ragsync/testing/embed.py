@@ -18,6 +18,7 @@ import json
 import random
 import threading
 import time
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -42,6 +43,26 @@ class HashEmbedder:
             norm = sum(v * v for v in values) ** 0.5 or 1.0
             vectors.append([v / norm for v in values])
         return vectors
+
+
+class FastEmbedder:
+    """A whole embedder (the ``Embedder`` protocol) for thousands of pages: hash vectors
+    (:class:`HashEmbedder`) and a whitespace token count. Deterministic, no model, no
+    tokenizer: for tests and benchmarks of what is not the model (titles, chunks, the sync
+    machinery)."""
+
+    model_id = "fast-hash@1;dim=32"
+    dimension = 32
+    max_input_tokens = 256
+
+    def __init__(self) -> None:
+        self._vectors = HashEmbedder(self.dimension)
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._vectors.embed(list(texts))
 
 
 class EmbeddingServer:

@@ -19,9 +19,8 @@ import pytest
 
 from ragsync.models import DocumentStatus
 from ragsync.sync import Syncer
-from ragsync.testing import DevSite, StaticSite, stop_server
+from ragsync.testing import DevSite, FastEmbedder, StaticSite, stop_server
 from tests.support import make_config, sentences
-from tests.support.fuzzing import FastEmbedder
 
 BookSyncer = Callable[..., Syncer]
 

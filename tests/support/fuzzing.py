@@ -21,7 +21,7 @@ import threading
 import time
 import traceback
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -34,7 +34,7 @@ from ragsync.config import Config
 from ragsync.scope import hostname
 from ragsync.state import StateDB
 from ragsync.sync import Syncer
-from ragsync.testing import HashEmbedder, serve_loopback, stop_server
+from ragsync.testing import FastEmbedder, serve_loopback, stop_server
 from ragsync.urls import canonical_url, host_of
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "fuzz"
@@ -52,24 +52,6 @@ def short(value: Any, limit: int = 160) -> str:
 
 
 # -- the embedder ---------------------------------------------------------------------------
-
-
-class FastEmbedder:
-    """An embedder for thousands of pages: hash vectors (:class:`HashEmbedder`) and a
-    whitespace token count. Deterministic, no model, no tokenizer."""
-
-    model_id = "fuzz-hash@1;dim=32"
-    dimension = 32
-    max_input_tokens = 256
-
-    def __init__(self) -> None:
-        self._vectors = HashEmbedder(self.dimension)
-
-    def count_tokens(self, text: str) -> int:
-        return len(text.split())
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return self._vectors.embed(list(texts))
 
 
 # -- the origin -----------------------------------------------------------------------------
