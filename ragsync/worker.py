@@ -46,6 +46,7 @@ from ragsync.pipeline.runs import (
     EVENTS_DEADLINE,
     finish_run,
     list_source,
+    prune_raw_bodies,
     source_due,
     start_run,
 )
@@ -56,6 +57,9 @@ from ragsync.runlock import RunLock, RunLocked
 from ragsync.sync import Syncer
 
 log = logging.getLogger("ragsync.worker")
+# How often a worker drops raw bodies past their retention: at its start, then this often
+# (seconds); a pass does it at its end (README "Scaling out").
+PRUNE_EVERY = 600.0
 
 
 class Worker:
@@ -178,8 +182,12 @@ class Worker:
         heart = threading.Thread(target=self._heartbeat, args=(beating,), daemon=True)
         heart.start()
         log.info("worker %s started", self.id)
+        pruned = 0.0
         try:
             while not stop.is_set():
+                if time.monotonic() - pruned >= PRUNE_EVERY:  # as a pass prunes at its end
+                    prune_raw_bodies(engine)
+                    pruned = time.monotonic()
                 if self.step(run):
                     continue
                 if until_idle and self.idle():

@@ -134,6 +134,13 @@ def local_fetcher(engine: Engine) -> tuple[Fetcher, PoliteFetcher]:
     return plain, PoliteFetcher(plain, gate, default_pause=config.retry_base)
 
 
+def prune_raw_bodies(engine: Engine) -> int:
+    """Drop the raw bodies older than ``state.raw_body_retention`` (README "Plan and
+    reindex"); returns how many went."""
+    retention = timedelta(seconds=engine.config.state.raw_body_retention)
+    return engine.state.index.remove_raw_bodies(iso(engine.clock() - retention))
+
+
 def run_pass(
     engine: Engine,
     sources: list[SourceConfig],
@@ -172,8 +179,7 @@ def run_pass(
         result.ok = all(outcome.ok for outcome in result.sources.values())
         if dispatcher is not None:
             result.counters.events_delivered = dispatcher.deliver_due(EVENTS_DEADLINE)
-        retention = timedelta(seconds=engine.config.state.raw_body_retention)
-        engine.state.index.remove_raw_bodies(iso(engine.clock() - retention))
+        prune_raw_bodies(engine)
     finally:
         if dispatcher is not None:
             dispatcher.close()

@@ -462,3 +462,34 @@ def test_pages_renamed_during_a_pass_are_committed_and_embedded_once(tmp_path):
     finally:
         embedding.stop()
         site.stop()
+
+
+def test_a_worker_drops_raw_bodies_past_their_retention(tmp_path, site):
+    """Raw bodies (kept for `reindex`) are pruned under workers too, not only by `run`."""
+    config = tmp_path / "ragsync.toml"
+    config.write_text(
+        f'[state]\npath = "state.db"\n[embedder]\nkind = "http"\nurl = "{{embed}}"\n'
+        f'[[sources]]\nid = "docs"\nkind = "sitemap"\nurl = "{site.base_url}/sitemap.xml"\n'
+    )
+    embedding = EmbeddingServer(HashEmbedder())
+    config.write_text(config.read_text().replace("{embed}", embedding.start()))
+    try:
+        first = ragsync_cli("run", config=config)
+        assert first.returncode == 0, first.stderr
+        state = StateDB(tmp_path / "state.db")
+        keys = [d["doc_key"] for d in state.documents.list()]
+        assert len(keys) >= 2 and all(state.index.get_raw_body(key) for key in keys)
+        with state.write():  # the first page's body is older than the 7 days kept
+            state.db.execute(
+                "update raw_bodies set fetched_at = '2000-01-01T00:00:00Z' where doc_key = ?",
+                [keys[0]],
+            )
+        state.close()
+        worker = ragsync_cli("worker", "--until-idle", config=config)
+        assert worker.returncode == 0, worker.stderr
+        state = StateDB(tmp_path / "state.db")
+        assert state.index.get_raw_body(keys[0]) is None
+        assert state.index.get_raw_body(keys[1]) is not None
+        state.close()
+    finally:
+        embedding.stop()
