@@ -417,7 +417,7 @@ def verify(config_path: str, repair: bool, as_json: bool) -> None:
 @click.option("--listen", help="HOST:PORT (default: [server] listen, 127.0.0.1:8787).")
 @_errors_to_exit_codes
 def serve(config_path: str, listen: str | None) -> None:
-    """The daemon: sync loop + webhook receiver, /healthz, /metrics, /status."""
+    """The daemon: sync loop + webhook receiver, /healthz, /metrics, /status, /search."""
     from ragsync.config import load_config
     from ragsync.configvalues import parse_listen
     from ragsync.server import serve as run_server
