@@ -417,7 +417,7 @@ def verify(config_path: str, repair: bool, as_json: bool) -> None:
 @click.option("--listen", help="HOST:PORT (default: [server] listen, 127.0.0.1:8787).")
 @_errors_to_exit_codes
 def serve(config_path: str, listen: str | None) -> None:
-    """The daemon: sync loop + webhook receiver, /healthz, /metrics, /status."""
+    """The daemon: sync loop + webhook receiver, /healthz, /metrics, /status, /search."""
     from ragsync.config import load_config
     from ragsync.configvalues import parse_listen
     from ragsync.server import serve as run_server
@@ -459,13 +459,20 @@ def resync(config_path: str, urls: tuple[str, ...], source_id: str | None, as_js
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON on stdout.")
 @_errors_to_exit_codes
 def search(config_path: str, query: str, k: int, source_id: str | None, as_json: bool) -> None:
-    """Query the index: what an app would retrieve for QUERY."""
+    """Query the index: what an app would retrieve for QUERY (through a running `serve`
+    on [server] listen when one answers)."""
+    from ragsync.config import load_config
+    from ragsync.searchclient import search as warm_or_local
     from ragsync.sync import Syncer
 
-    with Syncer.from_config(config_path) as syncer:
-        if source_id:
-            syncer.config.source(source_id)
-        hits = syncer.search(query, k=k, source=source_id)
+    config = load_config(config_path)
+
+    def local() -> list[Any]:
+        with Syncer(config) as syncer:
+            return syncer.search(query, k=k, source=source_id)
+
+    note = (lambda line: None) if _quiet() else (lambda line: click.echo(line, err=True))
+    hits = warm_or_local(config, query, k, source_id, local=local, note=note)
     if as_json:
         click.echo(json.dumps([hit.__dict__ for hit in hits], indent=2, default=list))
         return

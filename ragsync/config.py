@@ -32,6 +32,7 @@ from urllib.parse import quote
 from ragsync import __version__
 from ragsync.configvalues import (
     ENV_REF,
+    bearer_token,
     database_url,
     event_secret,
     hook_secret,
@@ -191,6 +192,9 @@ class ExtractConfig:
 @dataclass(frozen=True)
 class ServerConfig:
     listen: str = checked(listen_address, "127.0.0.1:8787")  # HOST:PORT, IPv6 as [::1]:8787
+    # /search needs "Authorization: Bearer <token>"; without it, /search answers only on a
+    # loopback listen address (README "Security"). Best as ${ENV_VAR}.
+    search_token: str | None = checked(bearer_token, None)
 
 
 @dataclass(frozen=True)

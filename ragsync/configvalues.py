@@ -169,6 +169,30 @@ def hook_secret(value: str) -> None:
         standard_webhooks_secret(value)
 
 
+def bearer_token(value: str) -> None:
+    """A ``[server] search_token``: 16 to 256 characters of RFC 6750 §2.1's token68 alphabet
+    (letters, digits, ``-._~+/`` and trailing ``=``), or ``${VAR}`` naming one.
+
+    >>> bearer_token("0123456789abcdef")
+    >>> bearer_token("short")
+    Traceback (most recent call last):
+    ...
+    ValueError: a search token needs 16-256 characters (e.g. `openssl rand -hex 32`), this one 5
+
+    Raises:
+        ValueError: too short or long, or a character a Bearer header cannot carry.
+    """
+    if ENV_REF.fullmatch(value):
+        return
+    if not 16 <= len(value) <= 256:
+        raise ValueError(
+            f"a search token needs 16-256 characters (e.g. `openssl rand -hex 32`), this one "
+            f"{len(value)}"
+        )
+    if not re.fullmatch(r"[A-Za-z0-9\-._~+/]+=*", value):
+        raise ValueError("a search token holds only letters, digits, '-._~+/' and trailing '='")
+
+
 def host_pattern(value: str) -> None:
     """An ``allowed_hosts`` entry: a host or a glob such as ``*.example.org``, not a URL,
     and without a port (hosts are compared without one); an IPv6 literal may be bracketed."""

@@ -5,6 +5,7 @@ Endpoints:
     GET  /healthz             liveness
     GET  /metrics             Prometheus text: the run counters, queue depth, lag
     GET  /status              the JSON of `ragsync status --json`
+    GET  /search?q=…&k=…&source=…   warm search (see :mod:`ragsync.searchapi` for who may ask)
 
 A hook is authenticated per source (``webhook_secret``) by Standard Webhooks headers
 (``webhook-id``, ``webhook-timestamp``, ``webhook-signature``; timestamps older or newer than
@@ -33,6 +34,7 @@ import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 import anyio
@@ -47,11 +49,23 @@ from starlette.routing import Route
 
 from ragsync.clock import iso, parse_iso, utc_now
 from ragsync.config import Config, resolve_secret
-from ragsync.configvalues import hook_secret, parse_listen
-from ragsync.errors import ConfigError
+from ragsync.configvalues import bearer_token, hook_secret, parse_listen
+from ragsync.embed import Embedder, embedder_from_config
+from ragsync.errors import ConfigError, RagsyncError
 from ragsync.models import Counters
 from ragsync.pipeline.targets import outside
+from ragsync.registry import store_class
 from ragsync.runlock import RunLocked
+from ragsync.searchapi import (
+    ParamError,
+    SharedStore,
+    WarmSearch,
+    authorized,
+    hit_dict,
+    index_id,
+    parse_search_params,
+    search_access,
+)
 from ragsync.state import StateDB
 from ragsync.sync import Syncer
 from ragsync.urls import redact_url
@@ -61,11 +75,16 @@ T = TypeVar("T")
 MAX_BODY = 1024 * 1024
 STATE_WAIT = 2.0  # seconds a request waits for another process's write lock, then 503
 RETRY_AFTER = 5  # seconds, in the 503's Retry-After
+SEARCH_THREADS = 2  # queries in worker threads at once (embedding is serialised anyway)
+SEARCH_QUEUE = 16  # queries waiting or running; more is a 503 with Retry-After
 
 
 @dataclass
 class ServeLoop:
-    """The sync loop of `serve`: a pass whenever something is due (targeted work at once)."""
+    """The sync loop of `serve`: a pass whenever something is due (targeted work at once).
+
+    Its vector store is ``store``, shared with ``/search`` (one open handle per process).
+    """
 
     config: Config
     wake: threading.Event = field(default_factory=threading.Event)
@@ -73,10 +92,16 @@ class ServeLoop:
     counters: Counters = field(default_factory=Counters)
     last_ok: bool = True
     runs: int = 0
+    store: SharedStore = field(init=False)
+
+    def __post_init__(self) -> None:
+        kind = store_class(self.config.store.kind)
+        self.store = SharedStore(lambda: kind.from_config(self.config.store))
 
     def loop(self) -> None:
-        with Syncer(self.config) as syncer:
+        with Syncer(self.config, store=self.store) as syncer:
             while not self.stop.is_set():
+                self.store.release_if_idle()
                 if syncer.due_now():  # targeted work first, then due sources and pages
                     try:
                         result = syncer.run()
@@ -195,16 +220,52 @@ def busy(exc: StateBusy) -> Response:
     )
 
 
-def create_app(config: Config, loop: ServeLoop | None = None, *, listen: str = "") -> Starlette:
+def search_token(config: Config) -> str | None:
+    """``[server] search_token`` resolved; an unset variable or a bad value is logged and
+    yields ``""`` (search refused, never open)."""
+    try:
+        return resolve_secret(
+            config.server.search_token, key="server.search_token", check=bearer_token
+        )
+    except ConfigError as exc:
+        log.warning("search disabled (403): server.search_token: %s", exc.detail)
+        return ""
+
+
+def create_app(
+    config: Config,
+    loop: ServeLoop | None = None,
+    *,
+    listen: str = "",
+    host: str | None = None,
+    embedder_factory: Callable[[], Embedder] | None = None,
+) -> Starlette:
     """The ASGI app of `ragsync serve` (its sync loop is started by the app's lifespan).
 
     Args:
         config: the configuration.
         loop: the sync loop (default: a new one); tests pass one already stopped.
         listen: the address it is served on, for the start-up log line.
+        host: the listen host, which decides who may search (default: ``[server] listen``'s).
+        embedder_factory: builds the query embedder on the first search (default: the
+            configured one; tests pass a slow or counting one).
     """
     loop = loop or ServeLoop(config)
     secrets = hook_secrets(config)
+    token = search_token(config)
+    access = (
+        "off"
+        if token == ""
+        else search_access(host or parse_listen(config.server.listen)[0], token)
+    )
+    warm = WarmSearch(
+        embedder_factory or partial(embedder_from_config, config.embedder, config.base_dir),
+        loop.store,
+    )
+    limiter = anyio.CapacityLimiter(SEARCH_THREADS)
+    searching = {"now": 0}
+    source_ids = {source.id for source in config.sources}
+    index = index_id(config)
     # The receiver's own state connection, used from worker threads (see off_loop); its
     # waits for another writer are bounded, so a busy DB is a 503, never a hung request.
     state = StateDB.from_config(config.state)
@@ -307,6 +368,42 @@ def create_app(config: Config, loop: ServeLoop | None = None, *, listen: str = "
         except StateBusy as exc:
             return busy(exc)
 
+    async def search(request: Request) -> Response:
+        if access == "off":
+            return JSONResponse(
+                {
+                    "error": "search is off: serve listens on a non-loopback address without "
+                    '[server] search_token (README "Security")'
+                },
+                403,
+            )
+        if token and not authorized(request.headers.get("authorization"), token):
+            return JSONResponse(
+                {"error": "missing or wrong bearer token"},
+                401,
+                headers={"WWW-Authenticate": 'Bearer realm="ragsync"'},
+            )
+        raw = {name: request.query_params.getlist(name) for name in set(request.query_params)}
+        try:
+            query = parse_search_params(raw, source_ids)
+        except ParamError as exc:
+            return JSONResponse({"error": exc.message, "param": exc.param}, exc.status)
+        if searching["now"] >= SEARCH_QUEUE:
+            return JSONResponse(
+                {"error": "too many queries in flight, retry later"},
+                503,
+                headers={"Retry-After": "1"},
+            )
+        searching["now"] += 1
+        try:  # the model and the store in a worker thread: the event loop keeps answering
+            hits = await anyio.to_thread.run_sync(partial(warm.search, query), limiter=limiter)
+        except RagsyncError as exc:  # e.g. the store folder held by another process
+            log.warning("search failed: %s", exc)
+            return JSONResponse({"error": str(exc)}, 503, headers={"Retry-After": str(RETRY_AFTER)})
+        finally:
+            searching["now"] -= 1
+        return JSONResponse({"hits": [hit_dict(hit) for hit in hits], "index": index})
+
     thread: dict[str, Any] = {}
 
     @contextlib.asynccontextmanager
@@ -315,10 +412,15 @@ def create_app(config: Config, loop: ServeLoop | None = None, *, listen: str = "
         thread["loop"].start()
         names = [f"{s.id} (webhook)" if s.id in secrets else s.id for s in config.sources]
         log.info("serving on %s; sources: %s", listen or "(ASGI app)", ", ".join(names))
+        if access == "off":
+            log.warning(
+                "/search is off: set [server] search_token to search on a non-loopback address"
+            )
         yield
         loop.stop.set()
         loop.wake.set()
         thread["loop"].join(timeout=30)  # a pass in flight finishes or is replayed later
+        loop.store.shutdown()
         reader.close()
 
     return Starlette(
@@ -327,6 +429,7 @@ def create_app(config: Config, loop: ServeLoop | None = None, *, listen: str = "
             Route("/healthz", healthz),
             Route("/metrics", metrics),
             Route("/status", status),
+            Route("/search", search),
         ],
         lifespan=lifespan,
     )
@@ -348,5 +451,5 @@ def serve(config: Config, listen: str | None = None) -> None:
         # A daemon's own lines (start, each accepted hook) are shown at the default verbosity.
         log.setLevel(min(log.getEffectiveLevel(), logging.INFO))
     shown = f"[{host}]" if ":" in host else host
-    app = create_app(config, listen=f"http://{shown}:{port}")
+    app = create_app(config, listen=f"http://{shown}:{port}", host=host)
     uvicorn.run(app, host=host, port=port, log_level="warning")

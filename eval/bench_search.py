@@ -1,0 +1,224 @@
+"""Warm search latency: `serve`'s ``GET /search`` (real HTTP on 127.0.0.1) and ``Syncer.search``.
+
+Per store kind (Qdrant local mode, the default; Qdrant Edge) and size, a store is filled with
+seeded random normalised 384-d vectors and ragsync-shaped payloads (as eval/bench_stores.py
+does), then queried with the real MiniLM model embedding each query:
+
+- serve: the app of `ragsync serve` (its sync loop stopped) under uvicorn on 127.0.0.1; one
+  keep-alive client; 3 warm-up queries (the model load), then ``--queries`` timed ones;
+- Syncer.search: one Syncer given the already-loaded model, so what is timed is one query
+  embedding plus the store, reopened on each call (the Python API releases the store after
+  each search so that another process may open an embedded store).
+
+Usage: python eval/bench_search.py [--sizes 10000,100000] [--stores qdrant,qdrant_edge]
+→ eval/results/search.json and search.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+DIM = 384
+BATCH = 2048
+TOPICS = (
+    "rotate the API keys",
+    "configure the webhook secret",
+    "retry a failed page",
+    "change the embedding model",
+    "delete a source",
+    "throttle requests per host",
+    "read the change log",
+    "run several workers",
+    "verify the vector store",
+    "limit the crawl depth",
+)
+
+
+def payload(i: int, *, source: str = "docs") -> dict[str, Any]:
+    """The LangChain-shaped payload ragsync writes for chunk ``i`` (6 chunks a page)."""
+    page = i // 6
+    return {
+        "page_content": f"chunk {i} of page {page}: " + "some documentation text " * 20,
+        "metadata": {
+            "doc_key": f"{source}:https://docs.example/{page}",
+            "url": f"https://docs.example/{page}",
+            "title": f"Page {page}",
+            "headings": [f"Page {page}", f"Section {i % 6}"],
+            "source": source,
+            "chunk_index": i % 6,
+        },
+    }
+
+
+def points(count: int, seed: int = 3) -> list[tuple[str, list[float], dict[str, Any]]]:
+    """``count`` points (id, unit vector, payload), the same for the same seed."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((count, DIM)).astype("float32")
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = [str(uuid.UUID(int=int(rng.integers(1, 2**63)) << 64 | i)) for i in range(count)]
+    return [(ids[i], vectors[i].tolist(), payload(i)) for i in range(count)]
+
+
+def queries(n: int) -> list[str]:
+    """``n`` distinct questions (no embedding cache can answer one from another)."""
+    return [f"how do I {TOPICS[i % len(TOPICS)]} (case {i})?" for i in range(n)]
+
+
+def percentiles(latencies_ms: list[float]) -> dict[str, float]:
+    """p50 and p95 (nearest rank) of ``latencies_ms``, rounded to 0.1 ms."""
+    ordered = sorted(latencies_ms)
+
+    def rank(p: float) -> float:
+        return ordered[max(0, min(len(ordered) - 1, round(p * len(ordered) + 0.5) - 1))]
+
+    return {"p50_ms": round(statistics.median(ordered), 1), "p95_ms": round(rank(0.95), 1)}
+
+
+def build(kind: str, count: int, folder: Path) -> Any:
+    """A config whose store of ``kind`` holds ``count`` points; returns the config."""
+    from ragsync.config import config_from_mapping
+    from ragsync.registry import store_class
+
+    path = folder / ("qdrant" if kind == "qdrant" else "edge")
+    data = {
+        "state": {"path": str(folder / "state.db")},
+        "store": {"kind": kind, "path": str(path), "collection": "bench", "batch_size": BATCH},
+        "sources": [{"id": "docs", "kind": "urls", "urls": ["https://docs.example/"]}],
+    }
+    config = config_from_mapping(data, base_dir=folder)
+    store = store_class(kind).from_config(config.store)
+    store.ensure_collection(DIM)
+    made = points(count)
+    for start in range(0, count, BATCH * 5):
+        store.upsert(made[start : start + BATCH * 5])
+    store.close()
+    return config
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def time_serve(config: Any, embedder: Any, texts: list[str]) -> dict[str, float]:
+    """Latencies of ``GET /search`` on a real uvicorn server on 127.0.0.1."""
+    import httpx
+    import uvicorn
+
+    from ragsync.server import ServeLoop, create_app
+
+    loop = ServeLoop(config)
+    loop.stop.set()
+    port = free_port()
+    app = create_app(config, loop, embedder_factory=lambda: embedder)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    latencies = []
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
+            for text in texts[:3]:  # warm-up: the store opens
+                client.get("/search", params={"q": text, "k": 10}).raise_for_status()
+            for text in texts[3:]:
+                started = time.perf_counter()
+                answer = client.get("/search", params={"q": text, "k": 10})
+                latencies.append((time.perf_counter() - started) * 1000)
+                assert answer.status_code == 200 and len(answer.json()["hits"]) == 10
+    finally:
+        server.should_exit = True
+        thread.join(60)
+    return percentiles(latencies)
+
+
+def time_syncer(config: Any, embedder: Any, texts: list[str]) -> dict[str, float]:
+    """Latencies of ``Syncer.search`` (the model already loaded)."""
+    from ragsync.sync import Syncer
+
+    latencies = []
+    with Syncer(config, embedder=embedder) as syncer:
+        syncer.search(texts[0], k=10)
+        for text in texts[1:]:
+            started = time.perf_counter()
+            assert len(syncer.search(text, k=10)) == 10
+            latencies.append((time.perf_counter() - started) * 1000)
+    return percentiles(latencies)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--stores", default="qdrant,qdrant_edge")
+    parser.add_argument("--queries", type=int, default=100, help="timed queries through serve")
+    parser.add_argument(
+        "--syncer-queries", type=int, default=10, help="timed Syncer.search calls (each reopens)"
+    )
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    options = parser.parse_args()
+    from ragsync.embed import SentenceTransformerEmbedder
+
+    embedder = SentenceTransformerEmbedder()
+    embedder.embed(["warm up"])
+    texts = queries(options.queries + 3)
+    embed_ms = []
+    for text in texts[:30]:
+        started = time.perf_counter()
+        embedder.embed([text])
+        embed_ms.append((time.perf_counter() - started) * 1000)
+    rows = []
+    for count in [int(s) for s in options.sizes.split(",")]:
+        for kind in options.stores.split(","):
+            with tempfile.TemporaryDirectory(prefix=f"search-{kind}-") as folder:
+                started = time.perf_counter()
+                config = build(kind, count, Path(folder))
+                build_s = time.perf_counter() - started
+                row = {"store": kind, "points": count, "build_s": round(build_s, 1)}
+                row["serve"] = time_serve(config, embedder, texts)
+                row["syncer"] = time_syncer(config, embedder, texts[: options.syncer_queries + 1])
+                row["embed_only"] = percentiles(embed_ms)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    write(rows, options)
+
+
+def write(rows: list[dict[str, Any]], options: argparse.Namespace) -> None:
+    """eval/results/search.json and search.md from the measured rows."""
+    out = options.out
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "search.json").write_text(json.dumps(rows, indent=2) + "\n")
+    lines = [
+        f"Real MiniLM query embedding; k = 10; {options.queries} timed queries through serve, "
+        f"{options.syncer_queries} through Syncer.search; 2 CPU cores.",
+        "",
+        "| store | points | serve /search p50 ms | p95 ms | Syncer.search p50 ms | p95 ms "
+        "| query embedding alone p50 ms |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['store']} | {r['points']:,} | {r['serve']['p50_ms']} | {r['serve']['p95_ms']} "
+            f"| {r['syncer']['p50_ms']} | {r['syncer']['p95_ms']} | {r['embed_only']['p50_ms']} |"
+        )
+    (out / "search.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,267 @@
+"""Warm search for `ragsync serve`: ``GET /search?q=…&k=…&source=…``.
+
+The query model is loaded once per process, on the first query (a daemon that is never asked
+pays nothing; the first query pays the load once), and kept. The vector store is shared with
+the sync loop through :class:`SharedStore`: an embedded store (Qdrant local mode, Qdrant Edge)
+admits one open handle per folder, and reopening it costs seconds at 100k points, so while
+queries keep coming the store stays open between passes.
+
+Access (README "Security"): with ``[server] search_token`` set, every query needs
+``Authorization: Bearer <token>``; without it, search answers only when serve listens on a
+loopback address (the machine's own users), and is refused (403) on any other address.
+
+Example::
+
+    curl 'http://127.0.0.1:8787/search?q=rotate+keys&k=3'
+    # {"hits": [{"score": 0.61, "url": "...", "headings": [...], ...}], "index": "…"}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import ipaddress
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ragsync.config import Config
+from ragsync.embed import Embedder
+from ragsync.models import Hit
+from ragsync.protocols import VectorStore
+
+MAX_QUERY_CHARS = 2000  # a question, not a document; longer is a mistake or an attack
+MAX_K = 100
+DEFAULT_K = 5
+KEEP_OPEN = 300.0  # seconds the shared store stays open after the last query
+Access = Literal["token", "loopback", "off"]
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """A validated query: text, number of hits, and an optional source id."""
+
+    q: str
+    k: int = DEFAULT_K
+    source: str | None = None
+
+
+class ParamError(ValueError):
+    """A query parameter is missing or wrong.
+
+    Attributes:
+        param: the parameter's name (``q``, ``k`` or ``source``).
+        status: 400 for a missing or malformed value, 422 for a well-formed one that is out
+            of range or names no source.
+    """
+
+    def __init__(self, param: str, message: str, *, status: int = 400):
+        super().__init__(f"{param}: {message}")
+        self.param = param
+        self.message = message
+        self.status = status
+
+
+def parse_search_params(
+    params: Mapping[str, Sequence[str]], sources: Collection[str]
+) -> SearchParams:
+    """Validate the query string of ``/search``.
+
+    Args:
+        params: each parameter's values, in order (a parameter may be repeated).
+        sources: the configured source ids.
+
+    Raises:
+        ParamError: ``q`` missing, empty or over :data:`MAX_QUERY_CHARS`; ``k`` not an
+            integer within 1..:data:`MAX_K`; ``source`` unknown; a parameter repeated.
+
+    >>> parse_search_params({"q": ["rotate keys"], "k": ["3"]}, {"docs"})
+    SearchParams(q='rotate keys', k=3, source=None)
+    """
+    for name, values in params.items():
+        if name in ("q", "k", "source") and len(values) > 1:
+            raise ParamError(name, "given more than once")
+    q = (params.get("q") or [""])[0].strip()
+    if "q" not in params:
+        raise ParamError("q", "required (the query text)")
+    if not q:
+        raise ParamError("q", "must not be empty")
+    if len(q) > MAX_QUERY_CHARS:
+        raise ParamError("q", f"longer than {MAX_QUERY_CHARS} characters")
+    k = DEFAULT_K
+    if "k" in params:
+        text = params["k"][0].strip()
+        if not text.isascii() or not text.isdigit():
+            raise ParamError("k", f"must be an integer, got {text[:20]!r}")
+        k = int(text)
+        if not 1 <= k <= MAX_K:
+            raise ParamError("k", f"must be within 1-{MAX_K}, got {k}", status=422)
+    source = (params.get("source") or [""])[0] or None
+    if source is not None and source not in sources:
+        raise ParamError("source", f"no source {source[:80]!r}", status=422)
+    return SearchParams(q=q, k=k, source=source)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a listen host) reaches only this machine: ``localhost``, 127/8, ::1.
+
+    >>> is_loopback("127.0.0.1"), is_loopback("0.0.0.0"), is_loopback("localhost")
+    (True, False, True)
+    """
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name may resolve anywhere
+
+
+def search_access(listen_host: str, token: str | None) -> Access:
+    """Who may search: ``token`` (a Bearer token is required), ``loopback`` (anyone who can
+    connect, which on a loopback address is this machine only) or ``off`` (refused: a
+    non-loopback address without a token would expose the indexed content to the network)."""
+    if token:
+        return "token"
+    return "loopback" if is_loopback(listen_host) else "off"
+
+
+def authorized(header: str | None, token: str) -> bool:
+    """Whether an ``Authorization`` header carries ``Bearer <token>`` (RFC 6750 §2.1),
+    compared in constant time."""
+    scheme, _, given = (header or "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        given.strip().encode(), token.encode()
+    )
+
+
+def index_id(config: Config) -> str:
+    """A short fingerprint of the index a config points at (store kind, place, collection),
+    so that `ragsync search` only takes answers from a serve of the same index."""
+    store = config.store
+    place = store.url or store.path
+    return hashlib.sha256(f"{store.kind}|{place}|{store.collection}".encode()).hexdigest()[:16]
+
+
+def hit_dict(hit: Hit) -> dict[str, Any]:
+    """A hit as JSON: the fields of :class:`~ragsync.models.Hit`, headings as a list."""
+    data = dataclasses.asdict(hit)
+    data["headings"] = list(hit.headings)
+    return data
+
+
+def hit_from_dict(data: Mapping[str, Any]) -> Hit:
+    """The :class:`~ragsync.models.Hit` of :func:`hit_dict`'s JSON."""
+    names = {f.name for f in dataclasses.fields(Hit)}
+    values = {name: data[name] for name in names}
+    return Hit(**{**values, "headings": tuple(values["headings"]), "score": float(data["score"])})
+
+
+class SharedStore:
+    """One vector store shared by serve's sync loop and its searches, one call at a time.
+
+    It is the store the loop's engine closes after each pass (``close``): the real store is
+    closed then only when no query came within ``keep_open`` seconds, so other processes can
+    still open an embedded store between passes when nobody searches. :meth:`release_if_idle`
+    (called by the loop each second) closes it once queries stop; :meth:`shutdown` at exit.
+
+    Args:
+        opener: builds the real store (called again after each real close).
+        keep_open: seconds the store stays open after the last query.
+        clock: monotonic seconds (tests).
+    """
+
+    def __init__(
+        self,
+        opener: Callable[[], VectorStore],
+        *,
+        keep_open: float = KEEP_OPEN,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.opener = opener
+        self.keep_open = keep_open
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.inner: VectorStore | None = None
+        self.last_query: float | None = None
+
+    @property
+    def store(self) -> VectorStore:
+        if self.inner is None:
+            self.inner = self.opener()
+        return self.inner
+
+    def ensure_collection(self, dimension: int) -> None:
+        with self.lock:
+            self.store.ensure_collection(dimension)
+
+    def upsert(self, points: Sequence[tuple[str, Sequence[float], dict]]) -> None:
+        with self.lock:
+            self.store.upsert(points)
+
+    def set_payload(self, items: Sequence[tuple[str, dict]]) -> None:
+        with self.lock:
+            self.store.set_payload(items)
+
+    def delete(self, point_ids: Sequence[str]) -> None:
+        with self.lock:
+            self.store.delete(point_ids)
+
+    def search(self, vector: Sequence[float], k: int, source: str | None = None) -> list[Hit]:
+        with self.lock:
+            self.last_query = self.clock()
+            return self.store.search(vector, k, source)
+
+    def points(self, *, with_vectors: bool = False) -> Iterator[tuple[str, dict, Any]]:
+        with self.lock:
+            yield from self.store.points(with_vectors=with_vectors)
+
+    def count(self, source: str | None = None) -> int:
+        with self.lock:
+            return self.store.count(source)
+
+    def recently_queried(self) -> bool:
+        return self.last_query is not None and self.clock() - self.last_query < self.keep_open
+
+    def close(self) -> None:
+        """The engine's release after a pass or a query: kept open while queries are recent."""
+        with self.lock:
+            if not self.recently_queried():
+                self.shutdown()
+
+    def release_if_idle(self) -> None:
+        """Close the real store once no query came for ``keep_open`` seconds."""
+        if self.inner is not None and not self.recently_queried():
+            self.close()
+
+    def shutdown(self) -> None:
+        """Close the real store now."""
+        with self.lock:
+            if self.inner is not None:
+                self.inner.close()
+                self.inner = None
+
+
+class WarmSearch:
+    """The query side of serve: one embedder, loaded on the first query and kept.
+
+    Args:
+        embedder_factory: builds the embedder (called once, on the first query).
+        store: the store shared with the sync loop.
+    """
+
+    def __init__(self, embedder_factory: Callable[[], Embedder], store: SharedStore):
+        self.embedder_factory = embedder_factory
+        self.store = store
+        self.model_lock = threading.Lock()  # one tokenizer and model: one query at a time
+        self.embedder: Embedder | None = None
+
+    def search(self, params: SearchParams) -> list[Hit]:
+        """The hits for ``params`` (blocking: run it in a worker thread)."""
+        with self.model_lock:
+            if self.embedder is None:
+                self.embedder = self.embedder_factory()
+            vector = self.embedder.embed([params.q])[0]
+        return self.store.search(vector, params.k, params.source)
