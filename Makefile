@@ -55,4 +55,5 @@ bench: $(EVAL_STAMP)
 	$(BIN)/python eval/bench_faults.py
 	$(BIN)/python eval/bench_docsites.py
 	$(BIN)/python eval/bench_backends.py --pages 200
+	$(BIN)/python eval/bench_search.py
 	$(BIN)/python eval/report.py

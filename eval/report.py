@@ -1,6 +1,6 @@
 """Gather the benchmark results into eval/results/README.md and the README's benchmark tables.
 
-Reads eval/results/{peers,core,noop,stores,workers,docsites,backends}.md, faults.json and
+Reads eval/results/{peers,core,noop,stores,workers,docsites,backends,search}.md, faults.json and
 webhooks.json (whichever exist) and rewrites the text between ``<!-- bench:begin -->`` and
 ``<!-- bench:end -->`` in the top-level README, so the published figures are always the last
 measured ones.
