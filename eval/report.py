@@ -23,7 +23,7 @@ BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 def tables() -> str:
     parts = []
     for name, heading in (
-        ("peers", "Side by side with LangChain and LlamaIndex (`eval/bench_peers.py`)"),
+        ("peers", "Side by side with LangChain, LlamaIndex and CocoIndex (`eval/bench_peers.py`)"),
         ("core", "Against the bare model and a naive re-crawl (`eval/bench_core.py`)"),
         ("noop", "A no-op run on a large state (`eval/bench_noop.py`)"),
         ("stores", "Embedded vector engines (`eval/bench_stores.py`)"),
