@@ -361,14 +361,15 @@ class PageChecker:
             if target in seen:
                 return Failed(page, exchange, reason=f"{via}: a redirect loop")
             seen.add(target)
-            exchange = dataclasses.replace(exchange, extra=exchange.extra + 1)
             try:
                 answer = self.fetcher.get(refresh, follow_temporary=False, scope=self)
-            except OutOfScope as exc:
+            except OutOfScope as exc:  # not requested: its hop lies outside the source
                 return self.refused_hop(page, exchange, exc)
             except FetchError as exc:
                 reason = f"{via}: {exc.reason}"
+                exchange = dataclasses.replace(exchange, extra=exchange.extra + 1)
                 return Failed(page, exchange, reason=reason, transient=exc.transient)
+            exchange = dataclasses.replace(exchange, extra=exchange.extra + 1)
             verdict, reason = classify(answer.status, answer.content_type, answer.body)
             if verdict == Verdict.MISSING:
                 return Missing(page, exchange, reason=f"{via}: {reason}")
