@@ -11,7 +11,6 @@ import hashlib
 import hmac
 import json
 import logging
-import socket
 import sqlite3
 import threading
 import time
@@ -22,7 +21,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from standardwebhooks.webhooks import Webhook
 from starlette.testclient import TestClient
 
@@ -33,6 +31,7 @@ from ragsync.server import ServeLoop, create_app
 from ragsync.state import StateDB
 from ragsync.testing import DevSite
 from tests.support import make_config, sitemap_source
+from tests.support.asgi import uvicorn_thread
 
 SECRET = "whsec_" + base64.b64encode(b"hook secret for the docs source!").decode()
 
@@ -236,12 +235,6 @@ def test_an_idle_serve_writes_no_run_rows(tmp_path, site):
 # -- the receiver under a held write lock: a real server, a real event loop ---------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def served(tmp_path, monkeypatch, site) -> Iterator[tuple[str, DevSite, Config]]:
     """The receiver served by uvicorn on 127.0.0.1, in a thread: requests reach its event
@@ -250,21 +243,8 @@ def served(tmp_path, monkeypatch, site) -> Iterator[tuple[str, DevSite, Config]]
     config = docs_config(tmp_path, site)
     loop = ServeLoop(config)
     loop.stop.set()
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(config, loop), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}", site, config
-    finally:
-        server.should_exit = True
-        thread.join(30)
+    with uvicorn_thread(create_app(config, loop)) as base:
+        yield base, site, config
 
 
 def test_a_held_write_lock_gives_503_with_retry_after_and_healthz_keeps_answering(served):

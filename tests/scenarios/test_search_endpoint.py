@@ -4,7 +4,6 @@ Python API keeping its model, and `ragsync search` using a running serve."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -14,7 +13,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from ragsync.config import Config, load_config
 from ragsync.searchapi import hit_dict
@@ -22,15 +20,10 @@ from ragsync.server import ServeLoop, create_app
 from ragsync.sync import Syncer
 from ragsync.testing import HashEmbedder
 from tests.support import ragsync_cli
+from tests.support.asgi import free_port, uvicorn_thread
 
 TOKEN = "test-search-token-0123456789"
 QUESTION = "how are requests throttled?"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager
@@ -41,20 +34,9 @@ def served(
     requests reach its event loop over TCP, so a handler that blocked it would hold /healthz."""
     loop = ServeLoop(config)
     loop.stop.set()
-    port = port or free_port()
     app = create_app(config, loop, host=host, embedder_factory=factory)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
+    with uvicorn_thread(app, port) as base:
+        yield base
 
 
 class Factory:
