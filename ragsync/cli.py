@@ -462,6 +462,7 @@ def search(config_path: str, query: str, k: int, source_id: str | None, as_json:
     """Query the index: what an app would retrieve for QUERY (through a running `serve`
     on [server] listen when one answers)."""
     from ragsync.config import load_config
+    from ragsync.searchapi import hit_dict
     from ragsync.searchclient import search as warm_or_local
     from ragsync.sync import Syncer
 
@@ -474,7 +475,7 @@ def search(config_path: str, query: str, k: int, source_id: str | None, as_json:
     note = (lambda line: None) if _quiet() else (lambda line: click.echo(line, err=True))
     hits = warm_or_local(config, query, k, source_id, local=local, note=note)
     if as_json:
-        click.echo(json.dumps([hit.__dict__ for hit in hits], indent=2, default=list))
+        click.echo(json.dumps([hit_dict(hit) for hit in hits], indent=2))
         return
     if not hits:
         click.echo("no hits (has `ragsync run` indexed anything yet?)", err=True)

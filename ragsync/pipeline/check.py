@@ -64,7 +64,7 @@ def identity(source: SourceConfig, response: Response) -> tuple[str, str | None]
     """``(final, declared)``: the canonical form of the URL that answered (after redirects),
     and the ``rel=canonical`` it declares on the same host, if any."""
     final = canonical_url(response.url, source.strip_params)
-    if response.status != 200 or response.content_type not in HTML_TYPES:
+    if not html_page(response):
         return final, None
     declared = canonical_link(response.body, response.headers, response.url)
     try:
@@ -77,9 +77,12 @@ def identity(source: SourceConfig, response: Response) -> tuple[str, str | None]
 def refresh_target(response: Response) -> str | None:
     """Where a 200 HTML page sends its reader at once with ``<meta http-equiv="refresh">``:
     a redirect stub, whatever its text says (README "Deletion safety")."""
-    if response.status != 200 or response.content_type not in HTML_TYPES:
-        return None
-    return meta_refresh(response.body, response.url)
+    return meta_refresh(response.body, response.url) if html_page(response) else None
+
+
+def html_page(response: Response) -> bool:
+    """Whether ``response`` is a 200 HTML page (where head declarations are read)."""
+    return response.status == 200 and response.content_type in HTML_TYPES
 
 
 def check_record(engine: Engine, page: Page) -> Outcome:
