@@ -25,12 +25,29 @@ from typing import Any
 from ragsync.config import StoreConfig, resolve_env_url
 from ragsync.errors import StoreError
 from ragsync.models import Hit
+from ragsync.sparse import SPARSE_DIM, SPARSE_NAME, SparseVector
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_SPARSE_TEXT = re.compile(r"(\d+):([^,}]+)")
 
 
 def _vector(values: Sequence[float]) -> str:
     return "[" + ",".join(repr(float(v)) for v in values) + "]"
+
+
+def _sparsevec(vector: SparseVector | None) -> str | None:
+    """pgvector's text form of a sparse vector (1-based indices), None for an empty one."""
+    if not vector:
+        return None
+    pairs = ",".join(
+        f"{i + 1}:{float(v)!r}" for i, v in zip(vector.indices, vector.values, strict=True)
+    )
+    return f"{{{pairs}}}/{SPARSE_DIM}"
+
+
+def _sparse_from_text(text: str) -> SparseVector:
+    pairs = [(int(i) - 1, float(v)) for i, v in _SPARSE_TEXT.findall(text.split("/")[0])]
+    return SparseVector(tuple(i for i, _ in pairs), tuple(v for _, v in pairs))
 
 
 class PgVectorStore:
@@ -91,7 +108,21 @@ class PgVectorStore:
         row = self._sql("select to_regclass(%s)", [self.collection]).fetchone()
         return row[0] is not None
 
-    def ensure_collection(self, dimension: int) -> None:
+    # No IDF modifier here: queries carry each term's IDF, from the document frequencies the
+    # state DB keeps for this collection (README "Hybrid search").
+    sparse_idf = False
+
+    def _has_sparse(self) -> bool:
+        row = self._sql(
+            "select 1 from pg_attribute where attrelid = %s::regclass and attname = %s "
+            "and not attisdropped",
+            [self.collection, SPARSE_NAME],
+        ).fetchone()
+        return row is not None
+
+    def ensure_collection(self, dimension: int, *, sparse: bool = False) -> bool:
+        """Create the table unless it exists, and add the sparse column when ``sparse`` (in
+        place: an existing table gains it); return whether the table has it."""
         if self.exists():
             row = self._sql(
                 "select atttypmod from pg_attribute "
@@ -103,8 +134,14 @@ class PgVectorStore:
                     f"pgvector table {self.collection!r} holds {row[0]}-d vectors, the model "
                     f"makes {dimension}-d: use another collection for another model"
                 )
-            return
+            if sparse and not self._has_sparse():
+                self._sql(
+                    f"alter table {self.collection} add column if not exists "
+                    f"{SPARSE_NAME} sparsevec({SPARSE_DIM})"
+                )
+            return self._has_sparse()
         table = self.collection
+        lexical = f", {SPARSE_NAME} sparsevec({SPARSE_DIM})" if sparse else ""
         with self.conn.transaction():
             self._sql("create extension if not exists vector")
             self._sql(
@@ -114,7 +151,8 @@ class PgVectorStore:
                 " payload jsonb not null,"
                 " doc_key text generated always as (payload->'metadata'->>'doc_key') stored,"
                 " url text generated always as (payload->'metadata'->>'url') stored,"
-                " source text generated always as (payload->'metadata'->>'source') stored)"
+                " source text generated always as (payload->'metadata'->>'source') stored"
+                f"{lexical})"
             )
             for column in ("doc_key", "url", "source"):
                 self._sql(f"create index if not exists {table}_{column} on {table} ({column})")
@@ -122,6 +160,11 @@ class PgVectorStore:
                 f"create index if not exists {table}_embedding on {table} "
                 "using hnsw (embedding vector_cosine_ops)"
             )
+        return sparse
+
+    def drop(self) -> None:
+        """Drop the table (a rebuild follows)."""
+        self._sql(f"drop table if exists {self.collection}")
 
     def _many(self, statement: str, rows: list[Sequence[Any]]) -> None:
         import psycopg
@@ -133,12 +176,29 @@ class PgVectorStore:
             except psycopg.Error as exc:
                 raise StoreError(f"pgvector {self.collection}: {exc}") from exc
 
-    def upsert(self, points: Sequence[tuple[str, Sequence[float], dict]]) -> None:
+    def upsert(
+        self,
+        points: Sequence[tuple[str, Sequence[float], dict]],
+        *,
+        sparse: Sequence[SparseVector] | None = None,
+    ) -> None:
+        """Write points by id; ``sparse`` (aligned with ``points``) adds each one's sparse
+        vector."""
+        rows = [(pid, _vector(vector), json.dumps(payload)) for pid, vector, payload in points]
+        if sparse is None:
+            self._many(
+                f"insert into {self.collection} (id, embedding, payload) "
+                "values (%s, %s::vector, %s::jsonb) on conflict (id) do update "
+                "set embedding = excluded.embedding, payload = excluded.payload",
+                rows,
+            )
+            return
         self._many(
-            f"insert into {self.collection} (id, embedding, payload) "
-            "values (%s, %s::vector, %s::jsonb) on conflict (id) do update "
-            "set embedding = excluded.embedding, payload = excluded.payload",
-            [(pid, _vector(vector), json.dumps(payload)) for pid, vector, payload in points],
+            f"insert into {self.collection} (id, embedding, payload, {SPARSE_NAME}) "
+            "values (%s, %s::vector, %s::jsonb, %s::sparsevec) on conflict (id) do update "
+            "set embedding = excluded.embedding, payload = excluded.payload, "
+            f"{SPARSE_NAME} = excluded.{SPARSE_NAME}",
+            [(*row, _sparsevec(lexical)) for row, lexical in zip(rows, sparse, strict=True)],
         )
 
     def set_payload(self, items: Sequence[tuple[str, dict]]) -> None:
@@ -169,6 +229,40 @@ class PgVectorStore:
             params,
         ).fetchall()
         return [Hit.from_payload(pid, score, payload) for pid, payload, score in rows]
+
+    def search_sparse(self, vector: SparseVector, k: int, source: str | None = None) -> list[Hit]:
+        """The ``k`` rows whose sparse vectors have the largest inner product with ``vector``
+        (weighted by IDF already: BM25). A sequential scan: no index orders by it."""
+        query = _sparsevec(vector)
+        if not self.exists() or query is None or not self._has_sparse():
+            return []
+        where = "and source = %s" if source else ""
+        params: list[Any] = [query, *([source] if source else []), query]
+        rows = self._sql(
+            f"select id, payload, -({SPARSE_NAME} <#> %s::sparsevec) from {self.collection} "
+            f"where {SPARSE_NAME} is not null {where} "
+            f"order by {SPARSE_NAME} <#> %s::sparsevec limit {int(k)}",
+            params,
+        ).fetchall()
+        return [Hit.from_payload(pid, score, payload) for pid, payload, score in rows if score > 0]
+
+    def sparse_points(self) -> Iterator[tuple[str, SparseVector | None]]:
+        """Every row's id and sparse vector (None: it has none), in id order."""
+        if not self.exists() or not self._has_sparse():
+            return
+        last = None
+        while True:
+            after = "where id > %s" if last else ""
+            rows = self._sql(
+                f"select id, {SPARSE_NAME}::text from {self.collection} {after} "
+                f"order by id limit {self.batch_size}",
+                [last] if last else None,
+            ).fetchall()
+            for pid, text in rows:
+                yield str(pid), None if text is None else _sparse_from_text(text)
+            if len(rows) < self.batch_size:
+                return
+            last = rows[-1][0]
 
     def points(self, *, with_vectors: bool = False) -> Iterator[tuple[str, dict, Any]]:
         """Every point as ``(id, payload, vector or None)``, in id order, a page at a time."""

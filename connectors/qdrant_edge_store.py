@@ -25,6 +25,7 @@ from uuid import UUID
 from ragsync.config import StoreConfig
 from ragsync.errors import StoreError
 from ragsync.models import Hit
+from ragsync.sparse import SPARSE_NAME, SparseVector
 
 META = "ragsync-collection.json"
 
@@ -70,32 +71,75 @@ class QdrantEdgeStore:
             self._shard.close()
             self._shard = None
 
-    def ensure_collection(self, dimension: int) -> None:
-        from qdrant_edge import Distance, EdgeConfig, EdgeShard, EdgeVectorParams
+    # The shard applies BM25's IDF itself (Qdrant's IDF modifier): queries carry plain terms.
+    sparse_idf = True
+
+    def ensure_collection(self, dimension: int, *, sparse: bool = False) -> bool:
+        """Create the shard (with the named sparse vector when ``sparse``) unless it exists;
+        return whether it holds sparse vectors (a shard cannot gain a named vector later:
+        ``ragsync reindex --same-collection`` rebuilds it, :meth:`drop`)."""
+        from qdrant_edge import (
+            Distance,
+            EdgeConfig,
+            EdgeShard,
+            EdgeSparseVectorParams,
+            EdgeVectorParams,
+            Modifier,
+        )
 
         if self.exists():
-            size = json.loads((self.folder / META).read_text())["dimension"]
-            if size != dimension:
+            meta = json.loads((self.folder / META).read_text())
+            if meta["dimension"] != dimension:
                 raise StoreError(
-                    f"qdrant_edge collection {self.collection!r} holds {size}-d vectors, the "
-                    f"model makes {dimension}-d: use another collection for another model"
+                    f"qdrant_edge collection {self.collection!r} holds {meta['dimension']}-d "
+                    f"vectors, the model makes {dimension}-d: use another collection for "
+                    "another model"
                 )
-            return
+            return bool(meta.get("sparse"))
         (self.folder / "shard").mkdir(parents=True, exist_ok=True)
+        lexical = {SPARSE_NAME: EdgeSparseVectorParams(modifier=Modifier.Idf)} if sparse else None
         config = EdgeConfig(
-            vectors={"": EdgeVectorParams(size=dimension, distance=Distance.Cosine)}
+            vectors={"": EdgeVectorParams(size=dimension, distance=Distance.Cosine)},
+            sparse_vectors=lexical,
         )
         self._shard = EdgeShard.create(str(self.folder / "shard"), config)
         self._shard.flush()
-        (self.folder / META).write_text(json.dumps({"dimension": dimension}))
+        (self.folder / META).write_text(json.dumps({"dimension": dimension, "sparse": sparse}))
+        return sparse
 
-    def upsert(self, points: Sequence[tuple[str, Sequence[float], dict]]) -> None:
+    def drop(self) -> None:
+        """Delete the shard folder (a rebuild follows)."""
+        import shutil
+
+        if self._shard is not None:
+            self._shard.close()
+            self._shard = None
+        if self.folder.exists():
+            (self.folder / META).unlink(missing_ok=True)  # first: a half-deleted shard is gone
+            shutil.rmtree(self.folder)
+
+    def upsert(
+        self,
+        points: Sequence[tuple[str, Sequence[float], dict]],
+        *,
+        sparse: Sequence[SparseVector] | None = None,
+    ) -> None:
+        """Write points by id; ``sparse`` (aligned with ``points``) adds each one's sparse
+        vector (an empty one is left out)."""
         from qdrant_edge import Point, UpdateOperation
+        from qdrant_edge import SparseVector as EdgeSparse
+
+        def vector(i: int, dense: Sequence[float]) -> Any:
+            values: dict[str, Any] = {"": [float(x) for x in dense]}
+            lexical = sparse[i] if sparse is not None else None
+            if lexical:
+                values[SPARSE_NAME] = EdgeSparse(list(lexical.indices), list(lexical.values))
+            return values
 
         for start in range(0, len(points), self.batch_size):
             batch = [
-                Point(pid, [float(x) for x in vector], payload)
-                for pid, vector, payload in points[start : start + self.batch_size]
+                Point(pid, vector(start + i, dense), payload)
+                for i, (pid, dense, payload) in enumerate(points[start : start + self.batch_size])
             ]
             self.shard.update(UpdateOperation.upsert_points(batch))
         self.shard.flush()
@@ -140,8 +184,38 @@ class QdrantEdgeStore:
         )
         return [Hit.from_payload(p.id, p.score, p.payload or {}) for p in self.shard.query(request)]
 
+    def search_sparse(self, vector: SparseVector, k: int, source: str | None = None) -> list[Hit]:
+        """The ``k`` points whose sparse vectors score highest against ``vector`` (BM25)."""
+        from qdrant_edge import Query, QueryRequest
+        from qdrant_edge import SparseVector as EdgeSparse
+
+        if not self.exists() or not vector:
+            return []
+        request = QueryRequest(
+            limit=k,
+            query=Query.Nearest(
+                EdgeSparse(list(vector.indices), list(vector.values)), using=SPARSE_NAME
+            ),
+            with_payload=True,
+            filter=self._source_filter(source),
+        )
+        return [Hit.from_payload(p.id, p.score, p.payload or {}) for p in self.shard.query(request)]
+
     def points(self, *, with_vectors: bool = False) -> Iterator[tuple[str, dict, Any]]:
         """Every point as ``(id, payload, vector or None)``, a page at a time."""
+        for pid, payload, vectors in self._scroll(with_payload=True, with_vector=with_vectors):
+            yield pid, payload, vectors.get("") if isinstance(vectors, dict) else vectors
+
+    def sparse_points(self) -> Iterator[tuple[str, SparseVector | None]]:
+        """Every point's id and sparse vector (None: it has none)."""
+        for pid, _, vectors in self._scroll(with_payload=False, with_vector=[SPARSE_NAME]):
+            found = (vectors or {}).get(SPARSE_NAME)
+            yield (
+                pid,
+                None if found is None else SparseVector(tuple(found.indices), tuple(found.values)),
+            )
+
+    def _scroll(self, *, with_payload: bool, with_vector: Any) -> Iterator[tuple[str, dict, Any]]:
         from qdrant_edge import ScrollRequest
 
         if not self.exists():
@@ -152,15 +226,12 @@ class QdrantEdgeStore:
                 ScrollRequest(
                     offset=offset,
                     limit=self.batch_size,
-                    with_payload=True,
-                    with_vector=with_vectors,
+                    with_payload=with_payload,
+                    with_vector=with_vector,
                 )
             )
             for record in records:
-                vector = record.vector
-                if isinstance(vector, dict):  # the default (unnamed) vector
-                    vector = vector.get("")
-                yield str(record.id), record.payload or {}, vector
+                yield str(record.id), record.payload or {}, record.vector
             if offset is None:
                 return
 

@@ -25,6 +25,7 @@ from ragsync.config import StoreConfig, resolve_env, resolve_env_url
 from ragsync.errors import StoreError
 from ragsync.models import Hit
 from ragsync.policy import retry_delay
+from ragsync.sparse import SPARSE_NAME, SparseVector
 
 INDEXED_FIELDS = ("metadata.doc_key", "metadata.url", "metadata.source")
 BATCH = 256
@@ -153,23 +154,31 @@ class QdrantStore:
     def exists(self) -> bool:
         return bool(self.client.collection_exists(self.collection))
 
-    def ensure_collection(self, dimension: int) -> None:
+    # The store applies BM25's IDF itself (Qdrant's IDF modifier): queries carry plain terms.
+    sparse_idf = True
+
+    def ensure_collection(self, dimension: int, *, sparse: bool = False) -> bool:
+        """Create the collection (with the named sparse vector when ``sparse``) unless it
+        exists; return whether it holds sparse vectors. Qdrant cannot add a named vector to an
+        existing collection: ``ragsync reindex --same-collection`` rebuilds it (:meth:`drop`)."""
         from qdrant_client import models
 
         if self.exists():
-            info = self.client.get_collection(self.collection)
-            size = info.config.params.vectors.size
+            params = self.client.get_collection(self.collection).config.params
+            size = params.vectors.size
             if size != dimension:
                 raise StoreError(
                     f"collection {self.collection!r} holds {size}-d vectors, the model makes "
                     f"{dimension}-d: use another collection for another model"
                 )
-            return
+            return SPARSE_NAME in (params.sparse_vectors or {})
+        idf = models.SparseVectorParams(modifier=models.Modifier.IDF)
         self._retry(
             "create collection",
             lambda: self.client.create_collection(
                 self.collection,
                 vectors_config=models.VectorParams(size=dimension, distance=models.Distance.COSINE),
+                sparse_vectors_config={SPARSE_NAME: idf} if sparse else None,
                 shard_number=self.shard_number,
                 replication_factor=self.replication_factor,
                 write_consistency_factor=self.write_consistency_factor,
@@ -186,14 +195,34 @@ class QdrantStore:
                         field_schema=models.PayloadSchemaType.KEYWORD,
                     ),
                 )
+        return sparse
 
-    def upsert(self, points: Sequence[tuple[str, Sequence[float], dict]]) -> None:
+    def drop(self) -> None:
+        """Delete the collection (a rebuild follows)."""
+        if self.exists():
+            self._retry("delete collection", lambda: self.client.delete_collection(self.collection))
+
+    def upsert(
+        self,
+        points: Sequence[tuple[str, Sequence[float], dict]],
+        *,
+        sparse: Sequence[SparseVector] | None = None,
+    ) -> None:
+        """Write points by id; ``sparse`` (aligned with ``points``) adds each one's sparse
+        vector (an empty one is left out)."""
         from qdrant_client import models
+
+        def vector(i: int, dense: Sequence[float]) -> Any:
+            lexical = sparse[i] if sparse is not None else None
+            if not lexical:
+                return list(dense)
+            values = models.SparseVector(indices=list(lexical.indices), values=list(lexical.values))
+            return {"": list(dense), SPARSE_NAME: values}
 
         for start in range(0, len(points), self.batch_size):
             batch = [
-                models.PointStruct(id=pid, vector=list(vector), payload=payload)
-                for pid, vector, payload in points[start : start + self.batch_size]
+                models.PointStruct(id=pid, vector=vector(start + i, dense), payload=payload)
+                for i, (pid, dense, payload) in enumerate(points[start : start + self.batch_size])
             ]
             self._retry(
                 "upsert",
@@ -249,8 +278,37 @@ class QdrantStore:
         ).points
         return [Hit.from_payload(p.id, p.score, p.payload or {}) for p in found]
 
+    def search_sparse(self, vector: SparseVector, k: int, source: str | None = None) -> list[Hit]:
+        """The ``k`` points whose sparse vectors score highest against ``vector`` (BM25)."""
+        from qdrant_client import models
+
+        if not self.exists() or not vector:
+            return []
+        found = self.client.query_points(
+            self.collection,
+            query=models.SparseVector(indices=list(vector.indices), values=list(vector.values)),
+            using=SPARSE_NAME,
+            limit=k,
+            query_filter=_source_filter(source),
+            with_payload=True,
+        ).points
+        return [Hit.from_payload(p.id, p.score, p.payload or {}) for p in found]
+
     def points(self, *, with_vectors: bool = False) -> Iterator[tuple[str, dict, Any]]:
         """Every point as ``(id, payload, vector or None)``."""
+        for pid, payload, vectors in self._scroll(with_payload=True, with_vectors=with_vectors):
+            yield pid, payload, vectors.get("") if isinstance(vectors, dict) else vectors
+
+    def sparse_points(self) -> Iterator[tuple[str, SparseVector | None]]:
+        """Every point's id and sparse vector (None: it has none)."""
+        for pid, _, vectors in self._scroll(with_payload=False, with_vectors=[SPARSE_NAME]):
+            found = (vectors or {}).get(SPARSE_NAME)
+            yield (
+                pid,
+                None if found is None else SparseVector(tuple(found.indices), tuple(found.values)),
+            )
+
+    def _scroll(self, *, with_payload: bool, with_vectors: Any) -> Iterator[tuple[str, dict, Any]]:
         if not self.exists():
             return
         offset = None
@@ -259,7 +317,7 @@ class QdrantStore:
                 self.collection,
                 limit=self.batch_size,
                 offset=offset,
-                with_payload=True,
+                with_payload=with_payload,
                 with_vectors=with_vectors,
             )
             for record in records:

@@ -13,13 +13,13 @@ import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
 from ragsync import __version__
 from ragsync.errors import ConfigError, RagsyncError
-from ragsync.render import print_plan, print_report, print_status
+from ragsync.render import print_plan, print_report, print_status, render_hit
 from ragsync.runlock import RunLocked
 
 CONFIG_OPTION = click.option(
@@ -395,7 +395,7 @@ def verify(config_path: str, repair: bool, as_json: bool) -> None:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
         click.echo(f"points expected {report.points_expected}, in store {report.points_in_store}")
-        for name in ("missing", "orphans", "drift"):
+        for name in ("missing", "orphans", "drift", "sparse_drift"):
             ids = getattr(report, name)
             click.echo(f"{name}: {len(ids)}" + (f" (e.g. {', '.join(ids[:3])})" if ids else ""))
         click.echo(f"pending journal operations: {report.pending_journal}")
@@ -404,7 +404,7 @@ def verify(config_path: str, repair: bool, as_json: bool) -> None:
         elif (
             not report.clean
             and report.pending_journal
-            and not (report.missing or report.orphans or report.drift)
+            and not (report.missing or report.orphans or report.drift or report.sparse_drift)
         ):
             click.echo("the next `ragsync run` applies the pending operations (or verify --repair)")
         elif not report.clean:
@@ -456,9 +456,17 @@ def resync(config_path: str, urls: tuple[str, ...], source_id: str | None, as_js
     "-k", "k", default=5, show_default=True, type=click.IntRange(1, 100), help="Number of hits."
 )
 @click.option("--source", "source_id", help="Only hits from this source id.")
+@click.option(
+    "--mode",
+    type=click.Choice(["dense", "sparse", "hybrid"]),
+    help="Rank by meaning (dense), by exact terms (sparse) or both fused (hybrid). "
+    "Default: [search] mode.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON on stdout.")
 @_errors_to_exit_codes
-def search(config_path: str, query: str, k: int, source_id: str | None, as_json: bool) -> None:
+def search(
+    config_path: str, query: str, k: int, source_id: str | None, mode: str | None, as_json: bool
+) -> None:
     """Query the index: what an app would retrieve for QUERY (through a running `serve`
     on [server] listen when one answers)."""
     from ragsync.config import load_config
@@ -470,19 +478,17 @@ def search(config_path: str, query: str, k: int, source_id: str | None, as_json:
 
     def local() -> list[Any]:
         with Syncer(config) as syncer:
-            return syncer.search(query, k=k, source=source_id)
+            return syncer.search(query, k=k, source=source_id, mode=cast(Any, mode))
 
     note = (lambda line: None) if _quiet() else (lambda line: click.echo(line, err=True))
-    hits = warm_or_local(config, query, k, source_id, local=local, note=note)
+    hits = warm_or_local(config, query, k, source_id, local=local, note=note, mode=mode)
     if as_json:
         click.echo(json.dumps([hit_dict(hit) for hit in hits], indent=2))
         return
     if not hits:
         click.echo("no hits (has `ragsync run` indexed anything yet?)", err=True)
     for rank, hit in enumerate(hits, 1):
-        path = " > ".join(hit.headings) or hit.title
-        excerpt = " ".join(hit.text.split())[:200]
-        click.echo(f"{rank}. {hit.score:.3f}  {hit.title}\n   {path}\n   {hit.url}\n   {excerpt}\n")
+        click.echo(render_hit(rank, hit))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -140,6 +140,17 @@ class StoreConfig:
     batch_size: int = bounded(256, ge=1)  # points per write request
     timeout: float = duration("30s", positive=True)  # per request to a server
     retry_attempts: int = bounded(5, ge=1)  # per write, on transport errors, 429 and 5xx
+    # Lexical sparse vectors beside the dense ones in collections ragsync creates (README
+    # "Hybrid search"); a collection built without them gets them with `reindex`.
+    sparse: bool = True
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    # What `search` (CLI, Python API, serve) ranks by when not told: dense, sparse or hybrid.
+    mode: Literal["dense", "sparse", "hybrid"] = "hybrid"
+    # Hybrid: reciprocal-rank fusion, the sparse ranking's weight against the dense one's 1.
+    sparse_weight: float = bounded(1.0, ge=0.0)
 
 
 @dataclass(frozen=True)
@@ -249,6 +260,7 @@ class Config:
     extract: ExtractConfig = ExtractConfig()
     fetch: FetchConfig = FetchConfig()
     server: ServerConfig = ServerConfig()
+    search: SearchConfig = SearchConfig()
     events: tuple[EventConfig, ...] = ()
     base_dir: str = "."
     path: str | None = None
@@ -274,6 +286,7 @@ _SECTIONS: dict[str, type] = {
     "extract": ExtractConfig,
     "fetch": FetchConfig,
     "server": ServerConfig,
+    "search": SearchConfig,
 }
 _SOURCE_COMMON = {f.name for f in dataclasses.fields(SourceConfig)} - {"options"}
 

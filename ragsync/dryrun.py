@@ -34,7 +34,7 @@ def dry_run(
             dataclasses.replace(engine.config, events=()),
             copy,
             embedder=counting,
-            store=NullStore(),
+            store=NullStore(getattr(engine.store, "sparse_idf", None)),
             transport=engine.transport,
             clock=engine.clock,
         )
@@ -96,12 +96,17 @@ class CountingEmbedder:
 
 
 class NullStore:
-    """A vector store that accepts every operation and keeps nothing."""
+    """A vector store that accepts every operation and keeps nothing; it holds sparse vectors
+    when the real store can (``sparse_idf`` copied, None: it cannot), so that the plan counts
+    the sparse vectors the run would compute."""
 
-    def ensure_collection(self, dimension: int) -> None:
-        pass
+    def __init__(self, sparse_idf: bool | None = None):
+        self.sparse_idf = sparse_idf
 
-    def upsert(self, points: Sequence[tuple[str, Sequence[float], dict]]) -> None:
+    def ensure_collection(self, dimension: int, *, sparse: bool = False) -> bool:
+        return sparse
+
+    def upsert(self, points: Sequence[tuple[str, Sequence[float], dict]], **sparse: Any) -> None:
         pass
 
     def set_payload(self, items: Sequence[tuple[str, dict]]) -> None:
@@ -110,10 +115,19 @@ class NullStore:
     def delete(self, point_ids: Sequence[str]) -> None:
         pass
 
+    def drop(self) -> None:
+        pass
+
     def search(self, vector: Sequence[float], k: int, source: str | None = None) -> list[Hit]:
         return []
 
+    def search_sparse(self, vector: Any, k: int, source: str | None = None) -> list[Hit]:
+        return []
+
     def points(self, *, with_vectors: bool = False) -> Iterator[tuple[str, dict, Any]]:
+        return iter(())
+
+    def sparse_points(self) -> Iterator[tuple[str, Any]]:
         return iter(())
 
     def count(self, source: str | None = None) -> int:

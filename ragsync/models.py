@@ -271,6 +271,10 @@ class Hit:
     source: str
     doc_key: str
     point_id: str
+    # Hybrid search: the scores the two rankings gave (None: the chunk was not among one
+    # ranking's candidates); ``score`` is then the fused score.
+    dense_score: float | None = None
+    sparse_score: float | None = None
 
     @classmethod
     def from_payload(cls, point_id: Any, score: float, payload: dict[str, Any]) -> Hit:
@@ -326,6 +330,7 @@ class Counters:
     documents_updated: int = 0
     chunks_embedded: int = 0
     chunks_reused: int = 0
+    sparse_computed: int = 0  # sparse vectors computed (texts never encoded before)
     points_upserted: int = 0
     points_deleted: int = 0
     payloads_updated: int = 0

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ragsync.models import Candidate, Checkpoint, Hit, Response
+from ragsync.sparse import SparseVector
 
 
 class DiscoveryContext(Protocol):
@@ -113,7 +114,7 @@ class VectorStore(Protocol):
     Implementations also offer ``from_config(StoreConfig)`` as a classmethod.
     """
 
-    def ensure_collection(self, dimension: int) -> None: ...
+    def ensure_collection(self, dimension: int) -> object: ...
 
     def upsert(self, points: Sequence[tuple[str, Sequence[float], dict]]) -> None: ...
 
@@ -128,3 +129,32 @@ class VectorStore(Protocol):
     def count(self, source: str | None = None) -> int: ...
 
     def close(self) -> None: ...
+
+
+class SparseStore(VectorStore, Protocol):
+    """A store that also holds a sparse (lexical) vector per point (README "Hybrid search").
+
+    ``sparse_idf`` says whether it applies BM25's IDF itself (Qdrant's IDF modifier) or wants
+    IDF-weighted queries (pgvector). ``ensure_collection(dimension, sparse=True)`` returns
+    whether the collection holds sparse vectors (an old one may not, and may not be able to
+    gain them in place: :meth:`drop` and a rebuild from the cache then add them).
+    """
+
+    sparse_idf: bool
+
+    def ensure_collection(self, dimension: int, *, sparse: bool = False) -> bool: ...
+
+    def upsert(
+        self,
+        points: Sequence[tuple[str, Sequence[float], dict]],
+        *,
+        sparse: Sequence[SparseVector] | None = None,
+    ) -> None: ...
+
+    def search_sparse(
+        self, vector: SparseVector, k: int, source: str | None = None
+    ) -> list[Hit]: ...
+
+    def sparse_points(self) -> Iterator[tuple[str, SparseVector | None]]: ...
+
+    def drop(self) -> None: ...

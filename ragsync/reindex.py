@@ -3,18 +3,33 @@ network request. Only texts absent from the embedding cache are embedded."""
 
 from __future__ import annotations
 
+import logging
+
 from ragsync.chunk import chunker_id
 from ragsync.chunkdiff import diff_chunks
 from ragsync.config import SourceConfig
 from ragsync.errors import ExtractError
-from ragsync.models import Candidate, DocumentStatus, Extracted, Response, SourceOutcome, SyncResult
+from ragsync.models import (
+    Candidate,
+    Counters,
+    DocumentStatus,
+    Extracted,
+    Response,
+    SourceOutcome,
+    SyncResult,
+)
 from ragsync.pipeline.check import extract
 from ragsync.pipeline.commit import commit_outcomes
 from ragsync.pipeline.context import Engine
-from ragsync.pipeline.journal import apply_journal
+from ragsync.pipeline.journal import apply_journal, record_sparse, supports_sparse
 from ragsync.pipeline.outcomes import Changed, Document, Page, stored_content
 from ragsync.pipeline.runs import finish_run, start_run
 from ragsync.pipeline.source import WINDOW_PAGES
+from ragsync.repair import check_sparse, expected_points, mend
+from ragsync.sparse import SPARSE_ID
+from ragsync.verify import compare
+
+log = logging.getLogger("ragsync")
 
 
 def reindex(
@@ -30,6 +45,8 @@ def reindex(
         )
     result = start_run(engine, owner=owner, kind="reindex")
     try:
+        if same_collection:
+            add_sparse(engine, result.counters)
         result.counters.journal_replayed = apply_journal(engine, result.counters)
         for source in sources:
             outcome = SourceOutcome()
@@ -48,11 +65,39 @@ def reindex(
             if outcome.ok:  # every chunk of the source is now the configured chunker's
                 configured = chunker_id(engine.config.chunker.max_tokens)
                 engine.state.index.put_chunker(source.id, configured, engine.now())
+        fill(engine, result.counters)
         result.ok = all(o.ok for o in result.sources.values())
     finally:
         engine.release_store()
         finish_run(engine, result)
     return result
+
+
+def add_sparse(engine: Engine, counters: Counters) -> None:
+    """Give the collection sparse vectors if it was built without them (``[store] sparse``):
+    in place where the store can add them (pgvector), else by dropping it for a rebuild from
+    the caches (Qdrant cannot add a named vector); :func:`fill` then writes the points."""
+    store = engine.store
+    wanted = SPARSE_ID if engine.config.store.sparse and supports_sparse(store) else None
+    name = engine.config.store.collection
+    if wanted is None or engine.state.index.get_collection_sparse(name) == wanted:
+        return
+    assert supports_sparse(store)
+    if not store.ensure_collection(engine.embedder.dimension, sparse=True):
+        log.info("rebuilding collection %r with sparse vectors (no text is embedded again)", name)
+        store.drop()
+    record_sparse(engine, wanted, counters)
+
+
+def fill(engine: Engine, counters: Counters) -> None:
+    """Write every point the store lacks, or whose sparse vector is missing (a new or rebuilt
+    collection), from the caches: ``verify --repair``'s mend, counted in the run report."""
+    expected, origin = expected_points(engine)
+    actual = {pid: payload for pid, payload, _ in engine.store.points()}
+    report = compare(expected, actual)
+    report.sparse_drift = check_sparse(engine, expected, origin, counters)
+    if report.missing or report.sparse_drift or report.drift:
+        mend(engine, report, (expected, origin), counters)
 
 
 def reindexed(engine: Engine, document: Document) -> Changed | None:

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ragsync.clock import parse_iso
+from ragsync.models import Hit
 
 
 def duration_text(seconds: float) -> str:
@@ -245,3 +246,13 @@ def status_table(report: dict[str, Any]) -> None:
             s["oldest_check"] or "—",
         )
     Console().print(table)
+
+
+def render_hit(rank: int, hit: Hit) -> str:
+    """One search hit as ``ragsync search`` prints it: rank, score (a hybrid hit's fused score,
+    then both rankings' scores), title, heading path, URL and the start of its text."""
+    path = " > ".join(hit.headings) or hit.title
+    excerpt = " ".join(hit.text.split())[:200]
+    both = hit.dense_score is not None and hit.sparse_score is not None
+    scores = f" (dense {hit.dense_score:.3f}, sparse {hit.sparse_score:.3f})" if both else ""
+    return f"{rank}. {hit.score:.3f}{scores}  {hit.title}\n   {path}\n   {hit.url}\n   {excerpt}\n"

@@ -26,12 +26,14 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from ragsync.config import Config
 from ragsync.embed import Embedder
 from ragsync.models import Hit
 from ragsync.protocols import VectorStore
+from ragsync.retrieval import MODES, Mode, SparseIndex, retrieve
+from ragsync.sparse import SparseVector
 
 MAX_QUERY_CHARS = 2000  # a question, not a document; longer is a mistake or an attack
 MAX_K = 100
@@ -47,6 +49,7 @@ class SearchParams:
     q: str
     k: int = DEFAULT_K
     source: str | None = None
+    mode: Mode | None = None  # None: [search] mode
 
 
 class ParamError(ValueError):
@@ -82,7 +85,7 @@ def parse_search_params(
     SearchParams(q='rotate keys', k=3, source=None)
     """
     for name, values in params.items():
-        if name in ("q", "k", "source") and len(values) > 1:
+        if name in ("q", "k", "source", "mode") and len(values) > 1:
             raise ParamError(name, "given more than once")
     q = (params.get("q") or [""])[0].strip()
     if "q" not in params:
@@ -102,7 +105,10 @@ def parse_search_params(
     source = (params.get("source") or [""])[0] or None
     if source is not None and source not in sources:
         raise ParamError("source", f"no source {source[:80]!r}", status=422)
-    return SearchParams(q=q, k=k, source=source)
+    mode = (params.get("mode") or [""])[0] or None
+    if mode is not None and mode not in MODES:
+        raise ParamError("mode", f"must be one of {', '.join(MODES)}, got {mode[:20]!r}")
+    return SearchParams(q=q, k=k, source=source, mode=cast(Mode | None, mode))
 
 
 def is_loopback(host: str) -> bool:
@@ -155,7 +161,7 @@ def hit_dict(hit: Hit) -> dict[str, Any]:
 def hit_from_dict(data: Mapping[str, Any]) -> Hit:
     """The :class:`~ragsync.models.Hit` of :func:`hit_dict`'s JSON."""
     names = {f.name for f in dataclasses.fields(Hit)}
-    values = {name: data[name] for name in names}
+    values = {name: data[name] for name in names if name in data}  # scores: newer serves
     return Hit(**{**values, "headings": tuple(values["headings"]), "score": float(data["score"])})
 
 
@@ -193,13 +199,22 @@ class SharedStore:
             self.inner = self.opener()
         return self.inner
 
-    def ensure_collection(self, dimension: int) -> None:
-        with self.lock:
-            self.store.ensure_collection(dimension)
+    @property
+    def sparse_idf(self) -> bool | None:
+        """The real store's (None: it holds no sparse vectors)."""
+        return getattr(self.store, "sparse_idf", None)
 
-    def upsert(self, points: Sequence[tuple[str, Sequence[float], dict]]) -> None:
+    def ensure_collection(self, dimension: int, **sparse: bool) -> Any:
         with self.lock:
-            self.store.upsert(points)
+            return self.store.ensure_collection(dimension, **sparse)
+
+    def drop(self) -> None:
+        with self.lock:
+            self.store.drop()  # type: ignore[attr-defined]
+
+    def upsert(self, points: Sequence[tuple[str, Sequence[float], dict]], **sparse: Any) -> None:
+        with self.lock:
+            self.store.upsert(points, **sparse)
 
     def set_payload(self, items: Sequence[tuple[str, dict]]) -> None:
         with self.lock:
@@ -214,9 +229,18 @@ class SharedStore:
             self.last_query = self.clock()
             return self.store.search(vector, k, source)
 
+    def search_sparse(self, vector: SparseVector, k: int, source: str | None = None) -> list[Hit]:
+        with self.lock:
+            self.last_query = self.clock()
+            return self.store.search_sparse(vector, k, source)  # type: ignore[attr-defined]
+
     def points(self, *, with_vectors: bool = False) -> Iterator[tuple[str, dict, Any]]:
         with self.lock:
             yield from self.store.points(with_vectors=with_vectors)
+
+    def sparse_points(self) -> Iterator[tuple[str, SparseVector | None]]:
+        with self.lock:
+            yield from self.store.sparse_points()  # type: ignore[attr-defined]
 
     def count(self, source: str | None = None) -> int:
         with self.lock:
@@ -250,18 +274,41 @@ class WarmSearch:
     Args:
         embedder_factory: builds the embedder (called once, on the first query).
         store: the store shared with the sync loop.
+        config: the configuration (collection, ``[search]`` defaults).
+        index_of: what the state DB knows of the collection's sparse vectors, asked per query
+            (a reindex may add them while serve runs).
     """
 
-    def __init__(self, embedder_factory: Callable[[], Embedder], store: SharedStore):
+    def __init__(
+        self,
+        embedder_factory: Callable[[], Embedder],
+        store: SharedStore,
+        config: Config,
+        index_of: Callable[[], SparseIndex],
+    ):
         self.embedder_factory = embedder_factory
         self.store = store
+        self.config = config
+        self.index_of = index_of
         self.model_lock = threading.Lock()  # one tokenizer and model: one query at a time
         self.embedder: Embedder | None = None
 
-    def search(self, params: SearchParams) -> list[Hit]:
-        """The hits for ``params`` (blocking: run it in a worker thread)."""
+    def embed(self, text: str) -> Sequence[float]:
         with self.model_lock:
             if self.embedder is None:
                 self.embedder = self.embedder_factory()
-            vector = self.embedder.embed([params.q])[0]
-        return self.store.search(vector, params.k, params.source)
+            return self.embedder.embed([text])[0]
+
+    def search(self, params: SearchParams) -> list[Hit]:
+        """The hits for ``params`` (blocking: run it in a worker thread)."""
+        return retrieve(
+            params.q,
+            params.k,
+            store=self.store,
+            embed=self.embed,
+            index=self.index_of(),
+            mode=params.mode or self.config.search.mode,
+            sparse_weight=self.config.search.sparse_weight,
+            source=params.source,
+            collection=self.config.store.collection,
+        )

@@ -57,6 +57,7 @@ def ask_serve(
     k: int,
     source: str | None,
     *,
+    mode: str | None = None,
     transport: httpx.BaseTransport | None = None,
 ) -> ServeAnswer:
     """One ``GET /search`` to the configured serve (with the Bearer token when one is set).
@@ -78,6 +79,8 @@ def ask_serve(
     params: dict[str, str | int] = {"q": query, "k": k}
     if source:
         params["source"] = source
+    if mode:
+        params["mode"] = mode
     timeout = httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT)
     try:
         with httpx.Client(transport=transport, timeout=timeout, trust_env=False) as client:
@@ -109,11 +112,13 @@ def search(
     *,
     local: Callable[[], list[Hit]],
     note: Callable[[str], None],
+    mode: str | None = None,
 ) -> list[Hit]:
     """Hits from a running serve, else from a local search (see the module docstring).
 
     Args:
         local: the same search in this process (``Syncer.search``).
+        mode: ``dense``, ``sparse`` or ``hybrid`` (None: the configured default).
         note: receives the one-line remarks for stderr.
 
     Raises:
@@ -122,7 +127,7 @@ def search(
     """
     if source:
         config.source(source)
-    answer = ask_serve(config, query, k, source)
+    answer = ask_serve(config, query, k, source, mode=mode)
     if answer.hits is not None:
         return answer.hits
     if answer.note:

@@ -5,7 +5,7 @@ Endpoints:
     GET  /healthz             liveness
     GET  /metrics             Prometheus text: the run counters, queue depth, lag
     GET  /status              the JSON of `ragsync status --json`
-    GET  /search?q=…&k=…&source=…   warm search (see :mod:`ragsync.searchapi` for who may ask)
+    GET  /search?q=…&k=…&source=…&mode=…   warm search (:mod:`ragsync.searchapi`: who may ask)
 
 A hook is authenticated per source (``webhook_secret``) by Standard Webhooks headers
 (``webhook-id``, ``webhook-timestamp``, ``webhook-signature``; timestamps older or newer than
@@ -55,6 +55,7 @@ from ragsync.errors import ConfigError, RagsyncError
 from ragsync.models import Counters
 from ragsync.pipeline.targets import outside
 from ragsync.registry import store_class
+from ragsync.retrieval import NoSparseVectors, sparse_index
 from ragsync.runlock import RunLocked
 from ragsync.searchapi import (
     ParamError,
@@ -258,10 +259,6 @@ def create_app(
         if token == ""
         else search_access(host or parse_listen(config.server.listen)[0], token)
     )
-    warm = WarmSearch(
-        embedder_factory or partial(embedder_from_config, config.embedder, config.base_dir),
-        loop.store,
-    )
     limiter = anyio.CapacityLimiter(SEARCH_THREADS)
     searching = {"now": 0}
     source_ids = {source.id for source in config.sources}
@@ -270,6 +267,12 @@ def create_app(
     # waits for another writer are bounded, so a busy DB is a 503, never a hung request.
     state = StateDB.from_config(config.state)
     state.wait_for_writers_at_most(STATE_WAIT)
+    warm = WarmSearch(
+        embedder_factory or partial(embedder_from_config, config.embedder, config.base_dir),
+        loop.store,
+        config,
+        partial(sparse_index, state, config.store.collection),
+    )
     reader = Syncer(config, state=state)
     registry = CollectorRegistry()
     totals = {
@@ -397,6 +400,8 @@ def create_app(
         searching["now"] += 1
         try:  # the model and the store in a worker thread: the event loop keeps answering
             hits = await anyio.to_thread.run_sync(partial(warm.search, query), limiter=limiter)
+        except NoSparseVectors as exc:
+            return JSONResponse({"error": str(exc), "param": "mode"}, 422)
         except RagsyncError as exc:  # e.g. the store folder held by another process
             log.warning("search failed: %s", exc)
             return JSONResponse({"error": str(exc)}, 503, headers={"Retry-After": str(RETRY_AFTER)})

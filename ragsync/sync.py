@@ -30,6 +30,7 @@ from ragsync.progress import Progress
 from ragsync.protocols import VectorStore
 from ragsync.reindex import reindex
 from ragsync.repair import verify
+from ragsync.retrieval import Mode, retrieve, sparse_index
 from ragsync.runlock import RunLock
 from ragsync.state import StateDB
 from ragsync.status import status
@@ -280,23 +281,42 @@ class Syncer:
             Change.from_row(row) for row in rows if source is None or row["source_id"] == source
         ]
 
-    def search(self, query: str, k: int = 5, *, source: str | None = None) -> list[Hit]:
-        """The ``k`` chunks nearest to ``query`` (what an app would retrieve).
+    def search(
+        self, query: str, k: int = 5, *, source: str | None = None, mode: Mode | None = None
+    ) -> list[Hit]:
+        """The ``k`` chunks for ``query`` (what an app would retrieve), ranked by ``mode``:
+        ``"dense"``, ``"sparse"`` or ``"hybrid"`` (None: ``[search] mode``; README "Hybrid
+        search"). The model stays loaded between calls.
 
         Example::
 
-            for hit in syncer.search("rotate keys", k=3):
+            for hit in syncer.search("cargo build --locked", k=3):
                 print(f"{hit.score:.3f} {hit.url} {' > '.join(hit.headings)}")
+
+        Raises:
+            StoreError: ``mode`` is ``"sparse"`` and the collection has no sparse vectors.
         """
+        collection = self.config.store.collection
         try:
-            vector = self.embedder.embed([query])[0]
-            return self.store.search(vector, k, source)
+            return retrieve(
+                query,
+                k,
+                store=self.store,
+                embed=lambda text: self.embedder.embed([text])[0],
+                index=sparse_index(self.state, collection),
+                mode=mode or self.config.search.mode,
+                sparse_weight=self.config.search.sparse_weight,
+                source=source,
+                collection=collection,
+            )
         finally:
             self.engine.release_store()
 
-    async def asearch(self, query: str, k: int = 5, *, source: str | None = None) -> list[Hit]:
+    async def asearch(
+        self, query: str, k: int = 5, *, source: str | None = None, mode: Mode | None = None
+    ) -> list[Hit]:
         """:meth:`search` in a worker thread (see :meth:`arun`)."""
-        return await asyncio.to_thread(self.search, query, k, source=source)
+        return await asyncio.to_thread(self.search, query, k, source=source, mode=mode)
 
     def status(self, *, count_points: bool = True) -> dict[str, Any]:
         """Per source: documents by state, what is failing (since when, why), the dead letter

@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ragsync.sparse import SparseVector
+
+SPARSE_TOLERANCE = 1e-5  # stores keep float32 weights
+
 
 @dataclass
 class VerifyReport:
@@ -15,12 +19,15 @@ class VerifyReport:
     missing: list[str] = field(default_factory=list)  # known chunks without a point
     orphans: list[str] = field(default_factory=list)  # points no chunk explains
     drift: list[str] = field(default_factory=list)  # points whose payload differs
+    # points whose sparse vector is missing or differs (a collection with sparse vectors)
+    sparse_drift: list[str] = field(default_factory=list)
     pending_journal: int = 0  # operations a crashed run left unapplied
     repaired: bool = False
 
     @property
     def clean(self) -> bool:
-        return not (self.missing or self.orphans or self.drift or self.pending_journal)
+        drifted = self.missing or self.orphans or self.drift or self.sparse_drift
+        return not (drifted or self.pending_journal)
 
     def to_dict(self) -> dict:
         return {
@@ -31,6 +38,7 @@ class VerifyReport:
             "missing": self.missing,
             "orphans": self.orphans,
             "drift": self.drift,
+            "sparse_drift": self.sparse_drift,
             "pending_journal": self.pending_journal,
         }
 
@@ -43,4 +51,25 @@ def compare(expected: Mapping[str, dict], actual: Mapping[str, dict]) -> VerifyR
         missing=sorted(set(expected) - set(actual)),
         orphans=sorted(set(actual) - set(expected)),
         drift=sorted(pid for pid in set(expected) & set(actual) if expected[pid] != actual[pid]),
+    )
+
+
+def same_sparse(a: SparseVector, b: SparseVector) -> bool:
+    """Equal dimensions, and weights equal within float32 rounding."""
+    return a.indices == b.indices and all(
+        abs(x - y) <= SPARSE_TOLERANCE * max(1.0, abs(x))
+        for x, y in zip(a.values, b.values, strict=True)
+    )
+
+
+def sparse_drift(
+    expected: Mapping[str, SparseVector], actual: Mapping[str, SparseVector | None]
+) -> list[str]:
+    """Points in the store whose sparse vector is missing or differs from the one their
+    text gives (points missing from the store are :attr:`VerifyReport.missing`)."""
+    empty = SparseVector((), ())
+    return sorted(
+        pid
+        for pid, vector in expected.items()
+        if pid in actual and not same_sparse(vector, actual[pid] or empty)
     )

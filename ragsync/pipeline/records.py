@@ -20,6 +20,7 @@ from ragsync.events import outbox_rows
 from ragsync.models import AttemptState, ChunkDiff, Counters, DocumentStatus, StoredChunk
 from ragsync.pipeline.context import Engine
 from ragsync.pipeline.outcomes import Changed, Document, Outcome, Page
+from ragsync.pipeline.vectors import term_counting
 from ragsync.policy import missing_step
 from ragsync.schedule import next_interval
 from ragsync.state import journal_op
@@ -167,6 +168,7 @@ def commit_changed(
         events=events,
         raw_body=raw_body,
         unless_hash=extracted.content_hash if fresh else None,
+        terms=term_counting(engine, counters),
     )
     if committed and before is None:
         counters.documents_created += 1
@@ -219,7 +221,9 @@ def tombstone(
         "at": now,
     }
     events = outbox_rows(change, engine.config.events, now)
-    engine.state.index.commit_document(tombstoned, [], ops, change, aliases, events)
+    engine.state.index.commit_document(
+        tombstoned, [], ops, change, aliases, events, terms=term_counting(engine, counters)
+    )
     counters.tombstones_created += 1
 
 

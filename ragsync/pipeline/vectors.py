@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from functools import partial
+
 from ragsync.models import Counters, StoreOp
 from ragsync.pipeline.context import Engine
+from ragsync.sparse import SparseVector, encode
+from ragsync.state.terms import VectorsOf
 
 EMBED_CALL_BATCHES = 16  # model batches per embed call (and per cache flush)
 
@@ -46,3 +51,38 @@ def vectors_for(
         engine.state.embeddings.put(model_id, new, engine.now())
         vectors.update(new)
     return vectors
+
+
+def sparse_vectors(
+    engine: Engine, sparse_id: str, texts: Mapping[str, str], counters: Counters | None = None
+) -> dict[str, SparseVector]:
+    """The sparse vectors of ``texts`` (``{text hash: text}``): cached, or encoded and cached
+    for a text never encoded before — so an unchanged chunk's vector is computed once."""
+    vectors = engine.state.embeddings.get_sparse(texts, sparse_id)
+    fresh = {h: encode(text) for h, text in texts.items() if h not in vectors}
+    if fresh:
+        engine.state.embeddings.put_sparse(sparse_id, fresh, engine.now())
+        vectors.update(fresh)
+        if counters is not None:
+            counters.sparse_computed += len(fresh)
+    return vectors
+
+
+def sparse_for(
+    engine: Engine, sparse_id: str, ops: list[StoreOp], counters: Counters
+) -> dict[str, SparseVector]:
+    """The sparse vectors of the upserts' texts (:func:`sparse_vectors`)."""
+    texts = {op.text_hash: (op.payload or {}).get("page_content", "") for op in ops if op.text_hash}
+    return sparse_vectors(engine, sparse_id, texts, counters)
+
+
+def term_counting(engine: Engine, counters: Counters | None = None) -> tuple[str, VectorsOf] | None:
+    """What a commit needs to keep document frequencies (``(collection, vectors_of)``): only
+    for a store that applies no IDF itself, once its collection holds sparse vectors."""
+    name = engine.config.store.collection
+    if getattr(engine.store, "sparse_idf", True):
+        return None
+    sparse_id = engine.state.index.get_collection_sparse(name)
+    if sparse_id is None:
+        return None
+    return name, partial(sparse_vectors, engine, sparse_id, counters=counters)

@@ -42,6 +42,7 @@ from ragsync.state.migrations import MIGRATIONS
 from ragsync.state.outbox import Outbox
 from ragsync.state.runs import Runs
 from ragsync.state.targets import Targets
+from ragsync.state.terms import Terms
 from ragsync.state.work import WorkQueue
 
 T = TypeVar("T")
@@ -87,6 +88,7 @@ class StateDB:
         self.attempts = Attempts(self)
         self.index = Index(self)
         self.embeddings = Embeddings(self)
+        self.terms = Terms(self)
         self.journal = Journal(self)
         self.targets = Targets(self)
         self.work = WorkQueue(self)

@@ -6,11 +6,14 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 
+from ragsync.sparse import SparseVector
 from ragsync.state.repository import Repository
 
 
 class Embeddings(Repository):
-    """The embedding cache (``state.embeddings``); it only ever grows."""
+    """The embedding cache (``state.embeddings``); it only ever grows. Sparse vectors are
+    cached beside the dense ones, under their encoder's id (:data:`ragsync.sparse.SPARSE_ID`)
+    in ``model_id``."""
 
     def missing(self, text_hashes: Iterable[str], model_id: str) -> set[str]:
         """The hashes among ``text_hashes`` with no cached vector for ``model_id``."""
@@ -21,26 +24,37 @@ class Embeddings(Repository):
 
     def put(self, model_id: str, vectors: Mapping[str, Sequence[float]], at: str) -> None:
         """Cache vectors by text hash (one transaction)."""
+        self._put(model_id, {h: (len(v), array("f", v).tobytes()) for h, v in vectors.items()}, at)
+
+    def get_many(self, text_hashes: Iterable[str], model_id: str) -> dict[str, list[float]]:
+        """The cached vectors among ``text_hashes`` for ``model_id``, by text hash."""
+        found = self._get(text_hashes, model_id)
+        return {text_hash: array("f", blob).tolist() for text_hash, blob in found.items()}
+
+    def put_sparse(self, sparse_id: str, vectors: Mapping[str, SparseVector], at: str) -> None:
+        """Cache sparse vectors by text hash (one transaction); ``dim`` holds their length."""
+        blobs = {h: (len(v.indices), v.to_bytes()) for h, v in vectors.items()}
+        self._put(sparse_id, blobs, at)
+
+    def get_sparse(self, text_hashes: Iterable[str], sparse_id: str) -> dict[str, SparseVector]:
+        """The cached sparse vectors among ``text_hashes``, by text hash."""
+        found = self._get(text_hashes, sparse_id)
+        return {text_hash: SparseVector.from_bytes(blob) for text_hash, blob in found.items()}
+
+    def _put(self, model_id: str, blobs: Mapping[str, tuple[int, bytes]], at: str) -> None:
         rows = [
-            {
-                "text_hash": text_hash,
-                "model_id": model_id,
-                "dim": len(vector),
-                "vector": array("f", vector).tobytes(),
-                "created_at": at,
-            }
-            for text_hash, vector in vectors.items()
+            {"text_hash": h, "model_id": model_id, "dim": dim, "vector": blob, "created_at": at}
+            for h, (dim, blob) in blobs.items()
         ]
         with self.state.write():
             self.db.table("embedding_cache").insert_all(
                 rows, pk=("text_hash", "model_id"), replace=True
             )
 
-    def get_many(self, text_hashes: Iterable[str], model_id: str) -> dict[str, list[float]]:
-        """The cached vectors among ``text_hashes`` for ``model_id``, by text hash."""
+    def _get(self, text_hashes: Iterable[str], model_id: str) -> dict[str, bytes]:
         sql = (
             "select text_hash, vector from embedding_cache where model_id = ? "
             "and text_hash in ({marks})"
         )
         rows = self.state.query_in(sql, sorted(set(text_hashes)), [model_id])
-        return {row["text_hash"]: array("f", row["vector"]).tolist() for row in rows}
+        return {row["text_hash"]: row["vector"] for row in rows}

@@ -15,6 +15,7 @@ from ragsync.models import DocumentStatus, StoredChunk
 from ragsync.state.journal import journal_op
 from ragsync.state.repository import Repository
 from ragsync.state.rows import ChangeRow, DocumentRow, JournalOpRow
+from ragsync.state.terms import VectorsOf
 
 
 class Index(Repository):
@@ -63,6 +64,22 @@ class Index(Repository):
                 pk="name",
             )
 
+    def get_collection_sparse(self, name: str) -> str | None:
+        """The sparse encoder whose vectors the collection ``name`` holds (None: dense only)."""
+        sql = "select sparse_id from collections where name = ?"
+        row = next(iter(self.db.query(sql, [name])), None)
+        return row["sparse_id"] if row else None
+
+    def put_collection_sparse(self, name: str, sparse_id: str | None) -> None:
+        """Record that the collection holds ``sparse_id``'s vectors (None: none), and start
+        its document frequencies afresh (they are counted from its chunks again)."""
+        with self.state.write():
+            self.db.execute(
+                "update collections set sparse_id = ?, sparse_chunks = 0 where name = ?",
+                [sparse_id, name],
+            )
+            self.db.execute("delete from sparse_terms where collection = ?", [name])
+
     def get_chunker(self, source_id: str) -> str | None:
         """The chunker id a source's chunks were made with, if recorded."""
         sql = "select chunker from chunkers where source_id = ?"
@@ -92,6 +109,7 @@ class Index(Repository):
         raw_body: Mapping[str, Any] | None = None,
         *,
         unless_hash: str | None = None,
+        terms: tuple[str, VectorsOf] | None = None,
     ) -> bool:
         """Write a document's state, its chunk list, its change row and its journal entries;
         return whether it was written.
@@ -100,7 +118,9 @@ class Index(Repository):
         leaves operations in the journal that the next run replays. With ``unless_hash``,
         nothing is written when the stored document already holds that content (another
         worker committed the same change first: one change row, one event). ``change`` has
-        no ``id`` yet (the DB numbers it); ``events`` are outbox rows.
+        no ``id`` yet (the DB numbers it); ``events`` are outbox rows. With ``terms``
+        (``(collection, vectors_of)``), the chunks' sparse terms are counted in and out of the
+        collection's document frequencies in the same transaction (:mod:`ragsync.state.terms`).
         """
         doc_key = document["doc_key"]
         with self.state.write():
@@ -116,6 +136,8 @@ class Index(Repository):
                 ):
                     return False
             ops = [*ops, *self._stale_point_deletes(doc_key, chunks, ops)]
+            if terms is not None:
+                self._count_terms(doc_key, chunks, *terms)
             self.db.table("documents").upsert(document, pk="doc_key")
             self.db.execute("delete from chunks where doc_key = ?", [doc_key])
             self.db.table("chunks").insert_all(
@@ -149,6 +171,17 @@ class Index(Repository):
                 self.db.execute("delete from aliases where alias_key = ?", [doc_key])
             self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])
         return True
+
+    def _count_terms(
+        self, doc_key: str, chunks: Sequence[StoredChunk], collection: str, vectors_of: VectorsOf
+    ) -> None:
+        """Count the terms of the document's new chunks in and of its gone ones out."""
+        sql = "select point_id, chunk_hash, text from chunks where doc_key = ?"
+        old = {row[0]: (row[1], row[2]) for row in self.db.execute(sql, [doc_key]).fetchall()}
+        new = {c.point_id: (c.chunk_hash, c.text) for c in chunks}
+        added = [new[pid] for pid in new.keys() - old.keys()]
+        removed = [old[pid] for pid in old.keys() - new.keys()]
+        self.state.terms.count(collection, vectors_of, added, removed)
 
     def _stale_point_deletes(
         self,

@@ -319,6 +319,20 @@ def _m012_chunkers(db: Any) -> None:
     )
 
 
+def _m013_sparse(db: Any) -> None:
+    # The sparse encoder a collection holds vectors of (NULL: dense only; README
+    # "Hybrid search"), and for stores without an IDF modifier (pgvector) each term's
+    # document frequency over the collection's chunks, kept in the chunks' own transactions.
+    collections = db.table("collections")
+    collections.add_column("sparse_id", str)
+    collections.add_column("sparse_chunks", int)
+    db.table("sparse_terms").create(
+        {"collection": str, "term": int, "df": int},
+        pk=("collection", "term"),
+        not_null={"df"},
+    )
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_initial", _m001_initial),
     ("002_failures_and_deletion", _m002_failures_and_deletion),
@@ -332,4 +346,5 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("010_crawl_links", _m010_crawl_links),
     ("011_content_index", _m011_content_index),
     ("012_chunkers", _m012_chunkers),
+    ("013_sparse", _m013_sparse),
 )

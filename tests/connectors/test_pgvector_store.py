@@ -54,3 +54,75 @@ def test_a_whole_sync_lands_in_postgres_and_verifies_clean(tmp_path, embedder):
             assert hits and "throttling" in hits[0].text.lower()
     finally:
         site.stop()
+
+
+@pytest.mark.e2e
+def test_bm25_over_pgvector_scores_as_qdrants_idf_modifier_through_edits_and_deletions(
+    tmp_path, embedder
+):
+    """pgvector has no IDF modifier: the state DB counts each term's document frequency in the
+    chunks' own transactions, and queries carry the IDF. The scores must be Qdrant's."""
+    from collections import Counter
+
+    from ragsync.sparse import encode, query_dimensions
+
+    pages = example_pages(4)
+    pages["/guide/env"] = (
+        "Environment",
+        "<h1>Environment</h1><p>Set CARGO_TARGET_DIR to move the build output of every "
+        "crate, and pass --locked so the lock file stays. Operators set it once.</p>",
+    )
+    site = DevSite(pages)
+    site.start()
+    table = table_name(tmp_path)
+    stores = {
+        "pgvector": {"kind": "pgvector", "url": postgres_url(), "collection": table},
+        "qdrant": {"path": str(tmp_path / "qdrant"), "collection": "bm25"},
+    }
+    queries = ["CARGO_TARGET_DIR", "operators tune throttling", "--locked crate", "retention"]
+
+    def compare(syncers: dict[str, Syncer]) -> None:
+        for query in queries:
+            found = {
+                name: [(h.point_id, h.score) for h in s.search(query, k=10, mode="sparse")]
+                for name, s in syncers.items()
+            }
+            pg, qdrant = (dict(found[name]) for name in ("pgvector", "qdrant"))
+            assert len(pg) == len(qdrant) > 0, query
+            # the same scores in the same order (ties may list their points in either order)
+            assert [round(s, 4) for _, s in found["pgvector"]] == pytest.approx(
+                [round(s, 4) for _, s in found["qdrant"]], rel=1e-4
+            ), query
+            for pid in pg.keys() & qdrant.keys():
+                assert pg[pid] == pytest.approx(qdrant[pid], rel=1e-4), query
+        pg = syncers["pgvector"]
+        counted = Counter(
+            i for _, c in pg.state.index.list_chunks() for i in encode(c.text).indices
+        )
+        terms = sorted({t for q in queries for t in query_dimensions(q)} | set(counted))
+        frequencies, chunks = pg.state.terms.frequencies(table, terms)
+        assert chunks == len(pg.state.index.list_chunks())
+        assert {t: n for t, n in frequencies.items() if n} == dict(counted)
+
+    try:
+        syncers = {
+            name: Syncer(
+                make_config(tmp_path / name, [sitemap_source(site)], store=store),
+                embedder=embedder,
+            )
+            for name, store in stores.items()
+        }
+        for syncer in syncers.values():
+            assert syncer.run().ok
+        compare(syncers)
+        edited = site.pages["/guide/page-1"]
+        site.set_page("/guide/page-1", edited.title, edited.body.replace("operators", "admins"))
+        site.remove_page("/guide/page-2", 410)
+        for syncer in syncers.values():
+            result = syncer.run()
+            assert result.counters.points_deleted > 0 and result.counters.points_upserted > 0
+        compare(syncers)
+    finally:
+        for syncer in syncers.values():
+            syncer.close()
+        site.stop()

@@ -4,8 +4,23 @@ index from LangChain")."""
 from __future__ import annotations
 
 from langchain_core.embeddings import Embeddings
-from langchain_qdrant import QdrantVectorStore
+from langchain_qdrant import QdrantVectorStore, RetrievalMode, SparseEmbeddings, SparseVector
 from qdrant_client import QdrantClient
+
+from ragsync.sparse import SPARSE_NAME, encode, encode_query
+
+
+class RagsyncSparse(SparseEmbeddings):
+    """ragsync's sparse encoder behind langchain_qdrant's SparseEmbeddings (the README's)."""
+
+    def embed_documents(self, texts):
+        return [
+            SparseVector(indices=list(v.indices), values=list(v.values)) for v in map(encode, texts)
+        ]
+
+    def embed_query(self, text):
+        vector = encode_query(text)
+        return SparseVector(indices=list(vector.indices), values=list(vector.values))
 
 
 class MiniLM(Embeddings):
@@ -27,7 +42,7 @@ def test_langchain_qdrant_gets_the_same_top_hits_as_ragsync_search(
     syncer = make_syncer(site)
     syncer.run()
     queries = ["how does throttling behave under load?", "encryption limits", "guide 2"]
-    expected = {q: [(h.url, h.text) for h in syncer.search(q, k=3)] for q in queries}
+    expected = {q: [(h.url, h.text) for h in syncer.search(q, k=3, mode="dense")] for q in queries}
 
     client = QdrantClient(path=str(tmp_path / "qdrant"))
     try:
@@ -38,5 +53,36 @@ def test_langchain_qdrant_gets_the_same_top_hits_as_ragsync_search(
             docs = store.similarity_search(query, k=3)
             assert [(d.metadata["url"], d.page_content) for d in docs] == expected[query]
             assert {"headings", "title", "doc_key", "chunk_hash", "model"} <= set(docs[0].metadata)
+    finally:
+        client.close()
+
+
+def test_langchain_qdrant_in_hybrid_mode_reads_the_sparse_vectors(
+    tmp_path, site, make_syncer, real_embedder
+):
+    syncer = make_syncer(site)
+    syncer.run()
+    queries = ["throttling", "encryption limits", "operators audit trail"]
+    sparse = {q: [(h.url, h.text) for h in syncer.search(q, k=3, mode="sparse")] for q in queries}
+    syncer.engine.release_store()
+
+    client = QdrantClient(path=str(tmp_path / "qdrant"))
+    try:
+
+        def store(mode):
+            return QdrantVectorStore(
+                client=client,
+                collection_name="test",
+                embedding=MiniLM(real_embedder),
+                sparse_embedding=RagsyncSparse(),
+                sparse_vector_name=SPARSE_NAME,
+                retrieval_mode=mode,
+            )
+
+        lexical, hybrid = store(RetrievalMode.SPARSE), store(RetrievalMode.HYBRID)
+        for query in queries:
+            docs = lexical.similarity_search(query, k=3)
+            assert [(d.metadata["url"], d.page_content) for d in docs] == sparse[query]
+            assert len(hybrid.similarity_search(query, k=3)) == 3
     finally:
         client.close()

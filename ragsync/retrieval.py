@@ -1,0 +1,134 @@
+"""The query side: dense, sparse or hybrid search over a collection (README "Hybrid search").
+
+Hybrid search asks both rankings for :data:`CANDIDATES` chunks and fuses them by weighted
+reciprocal rank (RRF, Cormack et al. 2009): a chunk scores ``1/(RRF_K + dense rank) +
+w/(RRF_K + sparse rank)``, ``w`` being ``[search] sparse_weight``. Ranks, not scores, are
+fused because cosine similarities and BM25 scores live on different scales; the weight and the
+mode's default were chosen by measurement (README "Benchmarks", retrieval quality).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal
+
+from ragsync.errors import StoreError
+from ragsync.models import Hit
+from ragsync.sparse import encode_query, idf, query_dimensions
+
+Mode = Literal["dense", "sparse", "hybrid"]
+MODES: tuple[Mode, ...] = ("dense", "sparse", "hybrid")
+RRF_K = 60
+CANDIDATES = 50  # per ranking, and at least k
+
+log = logging.getLogger("ragsync")
+
+# For a store without an IDF modifier: (document frequency by term, chunks counted).
+Frequencies = Callable[[Sequence[int]], tuple[Mapping[int, int], int]]
+
+
+class NoSparseVectors(StoreError):
+    """Sparse search was asked of a collection that holds no sparse vectors."""
+
+
+@dataclass(frozen=True)
+class SparseIndex:
+    """What the query side knows of a collection's sparse vectors.
+
+    Args:
+        sparse_id: the encoder its points carry vectors of (None: dense only).
+        frequencies: document frequencies, for a store that applies no IDF itself.
+    """
+
+    sparse_id: str | None = None
+    frequencies: Frequencies | None = None
+
+
+def fuse(dense: Sequence[Hit], sparse: Sequence[Hit], k: int, *, sparse_weight: float) -> list[Hit]:
+    """The ``k`` best hits by weighted reciprocal rank, each carrying both rankings' scores.
+
+    Example::
+
+        >>> a = Hit(0.9, "a", "u", "t", (), "s", "d", "A")
+        >>> b = Hit(7.0, "b", "u", "t", (), "s", "d", "B")
+        >>> [h.point_id for h in fuse([a, b], [b], 2, sparse_weight=1.0)]
+        ['B', 'A']
+    """
+    fused: dict[str, float] = {}
+    scores: dict[str, dict[str, float]] = {}
+    first: dict[str, Hit] = {}
+    for name, weight, hits in (("dense", 1.0, dense), ("sparse", sparse_weight, sparse)):
+        for rank, hit in enumerate(hits, 1):
+            first.setdefault(hit.point_id, hit)
+            fused[hit.point_id] = fused.get(hit.point_id, 0.0) + weight / (RRF_K + rank)
+            scores.setdefault(hit.point_id, {})[name] = hit.score
+    ranked = sorted(fused, key=lambda pid: (-fused[pid], pid))[:k]
+    return [
+        dataclasses.replace(
+            first[pid],
+            score=round(fused[pid], 6),
+            dense_score=scores[pid].get("dense"),
+            sparse_score=scores[pid].get("sparse"),
+        )
+        for pid in ranked
+    ]
+
+
+def sparse_query(query: str, store: Any, index: SparseIndex) -> Any:
+    """The query's sparse vector: plain terms for a store with an IDF modifier, else each
+    term weighted by its IDF over the collection."""
+    if getattr(store, "sparse_idf", True) or index.frequencies is None:
+        return encode_query(query)
+    found = query_dimensions(query)
+    frequencies, chunks = index.frequencies(sorted(found))
+    weights = {t: idf(frequencies[t], chunks) for t in found if frequencies.get(t)}
+    return encode_query(query, weights)
+
+
+def retrieve(
+    query: str,
+    k: int,
+    *,
+    store: Any,
+    embed: Callable[[str], Sequence[float]],
+    index: SparseIndex,
+    mode: Mode,
+    sparse_weight: float = 1.0,
+    source: str | None = None,
+    collection: str = "",
+) -> list[Hit]:
+    """The ``k`` chunks for ``query`` by ``mode``.
+
+    A collection without sparse vectors answers ``hybrid`` densely (``sparse`` is an error):
+    ``ragsync reindex --same-collection`` gives it sparse vectors.
+
+    Raises:
+        NoSparseVectors: ``mode`` is ``sparse`` and the collection has no sparse vectors.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode: must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode != "dense" and index.sparse_id is None:
+        if mode == "sparse":
+            raise NoSparseVectors(
+                f"collection {collection!r} has no sparse vectors: run `ragsync reindex "
+                "--same-collection` to add them, or search with mode dense"
+            )
+        mode = "dense"
+    if mode == "dense":
+        hits = store.search(embed(query), k, source)
+        return [dataclasses.replace(h, dense_score=h.score) for h in hits]
+    lexical = store.search_sparse(sparse_query(query, store, index), max(k, CANDIDATES), source)
+    if mode == "sparse":
+        return [dataclasses.replace(h, sparse_score=h.score) for h in lexical[:k]]
+    dense = store.search(embed(query), max(k, CANDIDATES), source)
+    return fuse(dense, lexical, k, sparse_weight=sparse_weight)
+
+
+def sparse_index(state: Any, collection: str) -> SparseIndex:
+    """What the state DB knows of ``collection``'s sparse vectors (a :class:`StateDB`)."""
+    sparse_id = state.index.get_collection_sparse(collection)
+    return SparseIndex(sparse_id, partial(state.terms.frequencies, collection))
