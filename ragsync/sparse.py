@@ -26,8 +26,10 @@ from array import array
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
 
-SPARSE_ID = "bm25-hash1"  # tokenizer, stemmer, weighting and hashing below: change → new id
+SPARSE_ID = "bm25-en1"  # tokenizer, stemmer, weighting and hashing below: change → new id
 SPARSE_NAME = "bm25"  # the named sparse vector in Qdrant collections (and a pgvector column)
 SPARSE_DIM = 1_000_000_000  # pgvector's sparsevec limit; Qdrant takes any uint32
 K1 = 1.2
@@ -73,21 +75,23 @@ class SparseVector:
         return dict(zip(self.indices, self.values, strict=True))
 
 
+@lru_cache(maxsize=200_000)
 def stem(word: str) -> str:
-    """Fold English plurals (Harman's S-stemmer): ``dependencies`` → ``dependency``.
+    """A word's Snowball (Porter2) English stem: ``throttled`` and ``throttling`` match.
 
-    >>> [stem(w) for w in ("dependencies", "features", "crates", "status", "class")]
-    ['dependency', 'feature', 'crate', 'status', 'class']
+    >>> [stem(w) for w in ("dependencies", "throttled", "throttling", "status", "x86")]
+    ['depend', 'throttl', 'throttl', 'status', 'x86']
     """
-    if len(word) <= 3 or not word.isalpha():
+    if not word.isalpha():
         return word
-    if word.endswith("ies") and not word.endswith(("eies", "aies")):
-        return word[:-3] + "y"
-    if word.endswith("es") and not word.endswith(("aes", "ees", "oes", "ses", "xes", "ches")):
-        return word[:-1]
-    if word.endswith("s") and not word.endswith(("us", "ss", "is")):
-        return word[:-1]
-    return word
+    return str(_english().stemWord(word))
+
+
+@lru_cache(maxsize=1)
+def _english() -> Any:
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
 
 
 def _parts(compound: str) -> list[str]:
@@ -99,11 +103,11 @@ def _parts(compound: str) -> list[str]:
 
 
 def terms(text: str) -> Iterator[str]:
-    r"""The terms of ``text``, in order: every word (stop words dropped, plurals folded), and
+    r"""The terms of ``text``, in order: every word (stop words dropped, stemmed), and
     each code-shaped compound whole as well.
 
     >>> print(" ".join(terms(r"Run cargo build --locked, CARGO\_HOME and build.rs")))
-    run cargo build --locked locked cargo_home cargo home build.rs build rs
+    run cargo build --locked lock cargo_home cargo home build.rs build rs
     """
     for match in _COMPOUND.finditer(_ESCAPED.sub(r"\1", text)):
         compound = match.group()

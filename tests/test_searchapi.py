@@ -31,6 +31,8 @@ SOURCES = {"docs", "blog"}
         ({"q": ["  x  "], "k": ["1"]}, SearchParams("x", 1, None)),
         ({"q": ["x"], "k": ["100"], "source": ["blog"]}, SearchParams("x", 100, "blog")),
         ({"q": ["x"], "source": [""]}, SearchParams("x", 5, None)),
+        ({"q": ["x"], "mode": ["sparse"]}, SearchParams("x", 5, None, "sparse")),
+        ({"q": ["x"], "mode": [""]}, SearchParams("x", 5, None, None)),
     ],
 )
 def test_valid_parameters(params, expected):
@@ -52,6 +54,8 @@ def test_valid_parameters(params, expected):
         ({"q": ["x"], "k": ["0"]}, "k", 422),
         ({"q": ["x"], "k": ["101"]}, "k", 422),
         ({"q": ["x"], "source": ["nope"]}, "source", 422),
+        ({"q": ["x"], "mode": ["bm25"]}, "mode", 400),
+        ({"q": ["x"], "mode": ["dense", "sparse"]}, "mode", 400),
     ],
 )
 def test_parameter_errors_name_the_parameter(params, param, status):

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from ragsync.config import Config, load_config
+from ragsync.retrieval import MODES
 from ragsync.searchapi import hit_dict
 from ragsync.server import ServeLoop, create_app
 from ragsync.sync import Syncer
@@ -112,6 +113,15 @@ def test_search_answers_like_the_python_api_and_loads_the_model_once(indexed, em
     assert all([h["point_id"] for h in a.json()["hits"]] == ids(hits) for a in answers)
     assert factory.calls == 1  # one model for three queries
     assert len(only_docs.json()["hits"]) == 5  # k defaults to 5
+    # Each mode, as the Python API ranks it; a hybrid hit carries both scores.
+    with Syncer(config, embedder=embedder) as syncer:
+        by_mode = {m: [h.point_id for h in syncer.search(QUESTION, k=3, mode=m)] for m in MODES}
+    with served(config, Factory(embedder)) as base:
+        for mode in MODES:
+            answer = httpx.get(base + "/search", params={"q": QUESTION, "k": 3, "mode": mode})
+            assert ids(answer.json()["hits"]) == by_mode[mode], mode
+        fused = answer.json()["hits"]
+        assert any(h["dense_score"] is not None and h["sparse_score"] is not None for h in fused)
     # The store was released at shutdown: another process (here, this one) may open it.
     with Syncer(config, embedder=embedder) as syncer:
         assert syncer.search(QUESTION, k=1)[0].url == hits[0]["url"]
@@ -128,6 +138,7 @@ def test_search_answers_like_the_python_api_and_loads_the_model_once(indexed, em
         ("?q=x&k=0", 422, "k"),
         ("?q=x&k=101", 422, "k"),
         ("?q=x&source=nope", 422, "source"),
+        ("?q=x&mode=bm25", 400, "mode"),
     ],
 )
 def test_parameter_errors_are_json_naming_the_parameter(tmp_path, site, query, status, param):

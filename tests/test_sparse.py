@@ -1,0 +1,157 @@
+"""The sparse (BM25) encoder and the fusion of rankings: pure functions (issue #19)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from ragsync.errors import StoreError
+from ragsync.models import Hit
+from ragsync.retrieval import NoSparseVectors, SparseIndex, fuse, retrieve
+from ragsync.sparse import (
+    SPARSE_ID,
+    SparseVector,
+    dimension,
+    encode,
+    encode_query,
+    idf,
+    query_dimensions,
+    stem,
+    terms,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "wanted"),
+    [
+        ("CARGO_HOME", {"cargo_home", "cargo", "home"}),
+        ("HttpClient", {"httpclient", "http", "client"}),
+        ("--locked", {"--locked", "lock"}),
+        ("-Zbuild-std", {"-zbuild-std", "zbuild", "std"}),
+        ("net.git-fetch-with-cli", {"net.git-fetch-with-cli", "net", "git", "fetch", "cli"}),
+        ("std::fmt::Display", {"std::fmt::display", "std", "fmt", "display"}),
+        ("build.rs", {"build.rs", "build", "rs"}),
+        (r"CARGO\_TARGET\_DIR", {"cargo_target_dir", "cargo", "target", "dir"}),  # Markdown
+        ("the dependencies of a crate", {"depend", "crate"}),
+    ],
+)
+def test_code_shaped_terms_are_kept_whole_and_in_parts(text, wanted):
+    assert set(terms(text)) == wanted
+
+
+def test_stop_words_go_words_are_stemmed_and_garbage_is_skipped():
+    assert list(terms("What is the feature for?")) == ["featur"]
+    assert stem("features") == stem("feature") == stem("featured")
+    assert stem("throttled") == stem("throttling") == stem("throttle")
+    assert stem("status") == "status" and stem("class") == "class" and stem("x86_64") == "x86_64"
+    assert list(terms("x" * 80)) == []  # a hash or base64 blob is not a term
+
+
+def test_a_chunk_vector_is_bm25_term_frequency_and_a_pure_function_of_the_text():
+    once = encode("cache cache cache eviction")
+    assert once == encode("cache cache cache eviction")  # deterministic
+    weights = once.as_dict()
+    assert weights[dimension("cach")] > weights[dimension("evict")] > 0
+    assert list(once.indices) == sorted(once.indices)
+    # saturation: ten times the term is far from ten times the weight
+    many = encode("cache " * 30).as_dict()[dimension("cach")]
+    assert weights[dimension("cach")] < many < 2.2  # k1 + 1 bounds it
+    assert not encode("the of and")  # nothing but stop words: an empty vector
+
+
+def test_a_vector_survives_the_cache_encoding():
+    vector = encode("Set CARGO_TARGET_DIR and pass --locked to cargo build in CI.")
+    back = SparseVector.from_bytes(vector.to_bytes())
+    assert back.indices == vector.indices
+    assert back.values == pytest.approx(vector.values, rel=1e-6)
+
+
+def test_query_vectors_are_plain_terms_or_idf_weighted():
+    plain = encode_query("cargo build cargo")
+    assert plain.values == (1.0, 1.0) and set(plain.indices) == query_dimensions("cargo build")
+    weighted = encode_query("cargo build", {dimension("cargo"): 0.5})
+    assert weighted.as_dict() == {dimension("cargo"): 0.5}  # a term no chunk has is dropped
+    assert idf(1, 2) == pytest.approx(math.log(2))  # Qdrant's IDF modifier
+    assert idf(5, 2) == pytest.approx(math.log(1 + 0.5 / 2.5))  # clamped to the chunk count
+
+
+def hit(pid: str, score: float) -> Hit:
+    return Hit(score, pid, "u", "t", (), "s", "d", pid)
+
+
+def test_fusion_is_weighted_reciprocal_rank_and_keeps_both_scores():
+    dense = [hit("a", 0.9), hit("b", 0.8), hit("c", 0.7)]
+    sparse = [hit("c", 12.0), hit("d", 3.0)]
+    fused = fuse(dense, sparse, 4, sparse_weight=1.0)
+    assert [h.point_id for h in fused] == ["c", "a", "b", "d"]
+    c = fused[0]
+    assert c.score == pytest.approx(1 / 63 + 1 / 61, abs=1e-6)
+    assert (c.dense_score, c.sparse_score) == (0.7, 12.0)
+    assert fused[1].sparse_score is None and fused[3].dense_score is None
+    assert [h.point_id for h in fuse(dense, sparse, 4, sparse_weight=0.0)][:3] == ["a", "b", "c"]
+    assert [h.point_id for h in fuse(dense, sparse, 2, sparse_weight=5.0)] == ["c", "d"]
+
+
+def test_fusion_of_random_rankings_is_ordered_and_bounded():
+    rng = random.Random(7)
+    for _ in range(200):
+        ids = [str(i) for i in range(30)]
+        dense = [hit(p, 1.0) for p in rng.sample(ids, rng.randint(0, 20))]
+        sparse = [hit(p, 1.0) for p in rng.sample(ids, rng.randint(0, 20))]
+        k = rng.randint(1, 25)
+        fused = fuse(dense, sparse, k, sparse_weight=rng.random() * 3)
+        assert len(fused) == min(k, len({h.point_id for h in dense + sparse}))
+        assert [h.score for h in fused] == sorted((h.score for h in fused), reverse=True)
+
+
+class Store:
+    """A store double: canned rankings, and what it was asked."""
+
+    def __init__(self, sparse_idf: bool = True):
+        self.sparse_idf = sparse_idf
+        self.asked: list[tuple] = []
+
+    def search(self, vector, k, source=None):
+        self.asked.append(("dense", k, source))
+        return [hit("a", 0.9), hit("b", 0.5)][:k]
+
+    def search_sparse(self, vector, k, source=None):
+        self.asked.append(("sparse", vector, k, source))
+        return [hit("b", 4.0)][:k]
+
+
+def test_retrieve_by_mode_and_its_fallbacks():
+    store = Store()
+    index = SparseIndex(SPARSE_ID)
+    embed = lambda text: [0.0]  # noqa: E731
+    hybrid = retrieve("b", 2, store=store, embed=embed, index=index, mode="hybrid")
+    assert [h.point_id for h in hybrid] == ["b", "a"]
+    assert store.asked[0][2] == 50 and store.asked[1][1] == 50  # candidates from each
+    sparse = retrieve("b", 1, store=store, embed=embed, index=index, mode="sparse")
+    assert sparse[0].sparse_score == 4.0 and sparse[0].dense_score is None
+    dense_only = SparseIndex(None)
+    fallback = retrieve("b", 2, store=store, embed=embed, index=dense_only, mode="hybrid")
+    assert [h.point_id for h in fallback] == ["a", "b"] and fallback[0].sparse_score is None
+    with pytest.raises(NoSparseVectors, match="reindex --same-collection") as raised:
+        retrieve("b", 2, store=store, embed=embed, index=dense_only, mode="sparse")
+    assert isinstance(raised.value, StoreError)
+    with pytest.raises(ValueError, match="mode"):
+        retrieve("b", 2, store=store, embed=embed, index=index, mode="bm25")  # type: ignore[arg-type]
+
+
+def test_a_store_without_idf_gets_idf_weighted_queries_from_the_frequencies():
+    store = Store(sparse_idf=False)
+    cargo, build = dimension("cargo"), dimension("build")
+    asked = []
+
+    def frequencies(terms):
+        asked.append(sorted(terms))
+        return {cargo: 1, build: 4}, 4
+
+    index = SparseIndex(SPARSE_ID, frequencies)
+    retrieve("cargo build", 1, store=store, embed=lambda t: [0.0], index=index, mode="sparse")
+    vector = store.asked[0][1]
+    assert asked == [sorted([cargo, build])]
+    assert vector.as_dict() == pytest.approx({cargo: idf(1, 4), build: idf(4, 4)}, abs=1e-6)
