@@ -96,6 +96,7 @@ def fill(engine: Engine, counters: Counters) -> None:
     actual = {pid: payload for pid, payload, _ in engine.store.points()}
     report = compare(expected, actual)
     report.sparse_drift = check_sparse(engine, expected, origin, counters)
+    report.orphans = []  # points the state does not explain are verify --repair's to delete
     if report.missing or report.sparse_drift or report.drift:
         mend(engine, report, (expected, origin), counters)
 

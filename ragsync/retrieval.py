@@ -121,9 +121,10 @@ def retrieve(
     if mode == "dense":
         hits = store.search(embed(query), k, source)
         return [dataclasses.replace(h, dense_score=h.score) for h in hits]
-    lexical = store.search_sparse(sparse_query(query, store, index), max(k, CANDIDATES), source)
+    candidates = k if mode == "sparse" else max(k, CANDIDATES)
+    lexical = store.search_sparse(sparse_query(query, store, index), candidates, source)
     if mode == "sparse":
-        return [dataclasses.replace(h, sparse_score=h.score) for h in lexical[:k]]
+        return [dataclasses.replace(h, sparse_score=h.score) for h in lexical]
     dense = store.search(embed(query), max(k, CANDIDATES), source)
     return fuse(dense, lexical, k, sparse_weight=sparse_weight)
 

@@ -73,6 +73,7 @@ class Engine:
         # Set by ragsync.worker.Worker; None for a single process.
         self.journal_lease: LeaseHook | None = None
         self.claim_page: ClaimHook | None = None
+        self.warned: set[str] = set()  # warnings given once per engine (e.g. no sparse vectors)
 
     def now(self) -> str:
         """The clock's "now" as a stored timestamp."""

@@ -52,16 +52,13 @@ def supports_sparse(store: VectorStore) -> TypeGuard[SparseStore]:
     return getattr(store, "sparse_idf", None) is not None
 
 
-_WARNED: set[str] = set()
-
-
 def prepare_collection(engine: Engine, counters: Counters | None = None) -> str | None:
     """Check the model, create the collection if need be, and return the sparse encoder whose
     vectors its points carry (None: dense only; README "Hybrid search").
 
     A collection ragsync creates gets sparse vectors when ``[store] sparse`` is on. One built
     without them stays dense-only (a store cannot always add them in place) until
-    ``ragsync reindex --same-collection`` adds them; a warning says so once per process.
+    ``ragsync reindex --same-collection`` adds them; a warning says so once per engine.
     """
     name, store = engine.config.store.collection, engine.store
     if check_collection_model(engine):
@@ -75,8 +72,8 @@ def prepare_collection(engine: Engine, counters: Counters | None = None) -> str 
     if sparse_id is not None and not held:  # made outside this state DB, without them
         record_sparse(engine, None)
         sparse_id = None
-    if sparse_id is None and engine.config.store.sparse and name not in _WARNED:
-        _WARNED.add(name)
+    if sparse_id is None and engine.config.store.sparse and f"sparse:{name}" not in engine.warned:
+        engine.warned.add(f"sparse:{name}")
         log.warning(
             "collection %r has no sparse vectors, so search is dense only: run `ragsync "
             "reindex --same-collection` to add them (no text is embedded again)",
