@@ -2,13 +2,16 @@
 
 Per store kind (Qdrant local mode, the default; Qdrant Edge) and size, a store is filled with
 seeded random normalised 384-d vectors and ragsync-shaped payloads (as eval/bench_stores.py
-does), then queried with the real MiniLM model embedding each query:
+does), each with the BM25 sparse vector of its text (60 words drawn from a Zipf-distributed
+vocabulary of 30,000, so posting lists are as skewed as a real corpus's), the collection
+recorded as holding them; then queried with the real MiniLM model embedding each query:
 
 - serve: the app of `ragsync serve` (its sync loop stopped) under uvicorn on 127.0.0.1; one
-  keep-alive client; 3 warm-up queries (the model load), then ``--queries`` timed ones;
-- Syncer.search: one Syncer given the already-loaded model, so what is timed is one query
-  embedding plus the store, reopened on each call (the Python API releases the store after
-  each search so that another process may open an embedded store).
+  keep-alive client; 3 warm-up queries (the model load), then ``--queries`` timed ones per
+  search mode (dense, sparse, hybrid);
+- Syncer.search (the default mode, hybrid): one Syncer given the already-loaded model, so what
+  is timed is one query embedding plus the store, reopened on each call (the Python API
+  releases the store after each search so that another process may open an embedded store).
 
 Usage: python eval/bench_search.py [--sizes 10000,100000] [--stores qdrant,qdrant_edge]
 → eval/results/search.json and search.md.
@@ -47,11 +50,23 @@ TOPICS = (
 )
 
 
-def payload(i: int, *, source: str = "docs") -> dict[str, Any]:
+VOCABULARY = 30_000
+WORDS_PER_CHUNK = 60
+MODES = ("dense", "sparse", "hybrid")
+
+
+def text(i: int, rng: Any) -> str:
+    """Chunk ``i``'s text: topic words and Zipf-drawn vocabulary words (``w123``)."""
+    ranks = rng.zipf(1.2, WORDS_PER_CHUNK)
+    words = [f"w{r}" for r in ranks if r < VOCABULARY]
+    return f"{TOPICS[i % len(TOPICS)]}: " + " ".join(words)
+
+
+def payload(i: int, body: str, *, source: str = "docs") -> dict[str, Any]:
     """The LangChain-shaped payload ragsync writes for chunk ``i`` (6 chunks a page)."""
     page = i // 6
     return {
-        "page_content": f"chunk {i} of page {page}: " + "some documentation text " * 20,
+        "page_content": body,
         "metadata": {
             "doc_key": f"{source}:https://docs.example/{page}",
             "url": f"https://docs.example/{page}",
@@ -71,7 +86,7 @@ def points(count: int, seed: int = 3) -> list[tuple[str, list[float], dict[str, 
     vectors = rng.standard_normal((count, DIM)).astype("float32")
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     ids = [str(uuid.UUID(int=int(rng.integers(1, 2**63)) << 64 | i)) for i in range(count)]
-    return [(ids[i], vectors[i].tolist(), payload(i)) for i in range(count)]
+    return [(ids[i], vectors[i].tolist(), payload(i, text(i, rng))) for i in range(count)]
 
 
 def queries(n: int) -> list[str]:
@@ -93,6 +108,8 @@ def build(kind: str, count: int, folder: Path) -> Any:
     """A config whose store of ``kind`` holds ``count`` points; returns the config."""
     from ragsync.config import config_from_mapping
     from ragsync.registry import store_class
+    from ragsync.sparse import SPARSE_ID, encode
+    from ragsync.state import StateDB
 
     path = folder / ("qdrant" if kind == "qdrant" else "edge")
     data = {
@@ -102,11 +119,16 @@ def build(kind: str, count: int, folder: Path) -> Any:
     }
     config = config_from_mapping(data, base_dir=folder)
     store = store_class(kind).from_config(config.store)
-    store.ensure_collection(DIM)
+    store.ensure_collection(DIM, sparse=True)
     made = points(count)
     for start in range(0, count, BATCH * 5):
-        store.upsert(made[start : start + BATCH * 5])
+        batch = made[start : start + BATCH * 5]
+        store.upsert(batch, sparse=[encode(body["page_content"]) for _, _, body in batch])
     store.close()
+    state = StateDB.from_config(config.state)  # the collection holds sparse vectors
+    state.index.put_collection("bench", "bench", DIM, "2026-12-01T00:00:00Z")
+    state.index.put_collection_sparse("bench", SPARSE_ID)
+    state.close()
     return config
 
 
@@ -116,8 +138,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def time_serve(config: Any, embedder: Any, texts: list[str]) -> dict[str, float]:
-    """Latencies of ``GET /search`` on a real uvicorn server on 127.0.0.1."""
+def time_serve(config: Any, embedder: Any, texts: list[str]) -> dict[str, dict[str, float]]:
+    """Latencies of ``GET /search`` per mode on a real uvicorn server on 127.0.0.1."""
     import httpx
     import uvicorn
 
@@ -132,20 +154,21 @@ def time_serve(config: Any, embedder: Any, texts: list[str]) -> dict[str, float]
     thread.start()
     while not server.started:
         time.sleep(0.02)
-    latencies = []
+    latencies: dict[str, list[float]] = {mode: [] for mode in MODES}
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
-            for text in texts[:3]:  # warm-up: the store opens
-                client.get("/search", params={"q": text, "k": 10}).raise_for_status()
-            for text in texts[3:]:
-                started = time.perf_counter()
-                answer = client.get("/search", params={"q": text, "k": 10})
-                latencies.append((time.perf_counter() - started) * 1000)
-                assert answer.status_code == 200 and len(answer.json()["hits"]) == 10
+            for query in texts[:3]:  # warm-up: the store opens
+                client.get("/search", params={"q": query, "k": 10}).raise_for_status()
+            for query in texts[3:]:
+                for mode in MODES:
+                    started = time.perf_counter()
+                    answer = client.get("/search", params={"q": query, "k": 10, "mode": mode})
+                    latencies[mode].append((time.perf_counter() - started) * 1000)
+                    assert answer.status_code == 200 and len(answer.json()["hits"]) == 10, mode
     finally:
         server.should_exit = True
         thread.join(60)
-    return percentiles(latencies)
+    return {mode: percentiles(values) for mode, values in latencies.items()}
 
 
 def time_syncer(config: Any, embedder: Any, texts: list[str]) -> dict[str, float]:
@@ -178,9 +201,9 @@ def main() -> None:
     embedder.embed(["warm up"])
     texts = queries(options.queries + 3)
     embed_ms = []
-    for text in texts[:30]:
+    for query in texts[:30]:
         started = time.perf_counter()
-        embedder.embed([text])
+        embedder.embed([query])
         embed_ms.append((time.perf_counter() - started) * 1000)
     rows = []
     for count in [int(s) for s in options.sizes.split(",")]:
@@ -207,14 +230,15 @@ def write(rows: list[dict[str, Any]], options: argparse.Namespace) -> None:
         f"Real MiniLM query embedding; k = 10; {options.queries} timed queries through serve, "
         f"{options.syncer_queries} through Syncer.search; 2 CPU cores.",
         "",
-        "| store | points | serve /search p50 ms | p95 ms | Syncer.search p50 ms | p95 ms "
-        "| query embedding alone p50 ms |",
+        "| store | points | serve /search p50 / p95 ms: dense | sparse | hybrid "
+        "| Syncer.search p50 / p95 ms | query embedding alone p50 ms |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
+        serve = " | ".join(f"{r['serve'][m]['p50_ms']} / {r['serve'][m]['p95_ms']}" for m in MODES)
         lines.append(
-            f"| {r['store']} | {r['points']:,} | {r['serve']['p50_ms']} | {r['serve']['p95_ms']} "
-            f"| {r['syncer']['p50_ms']} | {r['syncer']['p95_ms']} | {r['embed_only']['p50_ms']} |"
+            f"| {r['store']} | {r['points']:,} | {serve} "
+            f"| {r['syncer']['p50_ms']} / {r['syncer']['p95_ms']} | {r['embed_only']['p50_ms']} |"
         )
     (out / "search.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

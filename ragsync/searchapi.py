@@ -82,7 +82,7 @@ def parse_search_params(
             integer within 1..:data:`MAX_K`; ``source`` unknown; a parameter repeated.
 
     >>> parse_search_params({"q": ["rotate keys"], "k": ["3"]}, {"docs"})
-    SearchParams(q='rotate keys', k=3, source=None)
+    SearchParams(q='rotate keys', k=3, source=None, mode=None)
     """
     for name, values in params.items():
         if name in ("q", "k", "source", "mode") and len(values) > 1:

@@ -45,15 +45,21 @@ class Terms(Repository):
         added, removed = list(added), list(removed)
         if not added and not removed:
             return
-        vectors = vectors_of(dict(added + removed))
-        delta: Counter[int] = Counter()
-        for text_hash, _ in added:
-            delta.update(vectors[text_hash].indices)
-        for text_hash, _ in removed:
-            delta.subtract(vectors[text_hash].indices)
-        rows = [(term, df) for term, df in sorted(delta.items()) if df]
         with self.state.write():
-            # In term order, so two writers lock rows in one order (PostgreSQL).
+            # The collection's row first, then its terms in order: one lock order for every
+            # writer (on PostgreSQL, workers' commits and a rebuild would deadlock otherwise).
+            self.db.execute(
+                "update collections set sparse_chunks = coalesce(sparse_chunks, 0) + ? "
+                "where name = ?",
+                [len(added) - len(removed), collection],
+            )
+            vectors = vectors_of(dict(added + removed))
+            delta: Counter[int] = Counter()
+            for text_hash, _ in added:
+                delta.update(vectors[text_hash].indices)
+            for text_hash, _ in removed:
+                delta.subtract(vectors[text_hash].indices)
+            rows = [(term, df) for term, df in sorted(delta.items()) if df]
             for start in range(0, len(rows), UPSERT_ROWS):
                 batch = rows[start : start + UPSERT_ROWS]
                 self.db.execute(
@@ -63,17 +69,13 @@ class Terms(Repository):
                     "set df = sparse_terms.df + excluded.df",
                     [value for term, df in batch for value in (collection, term, df)],
                 )
-            self.db.execute(
-                "update collections set sparse_chunks = coalesce(sparse_chunks, 0) + ? "
-                "where name = ?",
-                [len(added) - len(removed), collection],
-            )
 
     def rebuild(self, collection: str, vectors_of: VectorsOf) -> int:
         """Count the collection's terms afresh from every stored chunk; return the chunks."""
         with self.state.write():
-            self.db.execute("delete from sparse_terms where collection = ?", [collection])
+            # the row first: count()'s lock order
             self.db.execute("update collections set sparse_chunks = 0 where name = ?", [collection])
+            self.db.execute("delete from sparse_terms where collection = ?", [collection])
             rows = self.db.execute("select chunk_hash, text from chunks").fetchall()
             for start in range(0, len(rows), REBUILD_BATCH):
                 batch = [(row[0], row[1]) for row in rows[start : start + REBUILD_BATCH]]
