@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import ipaddress
 import re
 from collections.abc import Iterable, Iterator
@@ -148,6 +149,9 @@ def clean_url(url: str) -> str:
     return f"{scheme}://{rest.lstrip('/')}"
 
 
+# Cached: a page's URL is split a dozen times on its way (scope, robots, politeness, identity),
+# and its parts are immutable.
+@functools.lru_cache(maxsize=4096)
 def split_url(url: str) -> URLParts:
     """Parse and validate an absolute http(s) URL (after :func:`clean_url`).
 
