@@ -291,17 +291,26 @@ def _httpx_errors() -> Iterator[None]:
 
 
 class _ResponseStream(httpx.SyncByteStream):
-    def __init__(self, stream: Iterable[bytes]):
+    """A response body with httpcore's errors as httpx's; closing it gives its connection
+    back (``done``)."""
+
+    def __init__(self, stream: Iterable[bytes], done: Callable[[], None]):
         self._stream = stream
+        self._done: Callable[[], None] | None = done
 
     def __iter__(self) -> Iterator[bytes]:
         with _httpx_errors():
             yield from self._stream
 
     def close(self) -> None:
-        close = getattr(self._stream, "close", None)
-        if close is not None:
-            close()
+        try:
+            close = getattr(self._stream, "close", None)
+            if close is not None:
+                close()
+        finally:
+            done, self._done = self._done, None
+            if done is not None:
+                done()
 
 
 class _OriginPool:
@@ -355,8 +364,8 @@ class _OriginPool:
             raise
 
     def _connection(self) -> tuple[httpcore.HTTPConnection, bool]:
-        """An idle connection still usable (not expired, not closed or readable by the server),
-        else a new one; and whether it was reused."""
+        """An idle connection still usable (not expired, not closed by the server), else a
+        new one; and whether it was reused."""
         while True:
             with self.lock:
                 connection = self.idle.pop() if self.idle else None
@@ -389,38 +398,14 @@ class _OriginPool:
             connection.close()
 
 
-class _Release(httpx.SyncByteStream):
-    """A response stream that gives its connection back when it is closed."""
-
-    def __init__(self, stream: httpx.SyncByteStream, done: Callable[[], None]):
-        self._stream, self._done = stream, done
-
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self._stream
-
-    def close(self) -> None:
-        try:
-            self._stream.close()
-        finally:
-            done, self._done = self._done, _nothing
-            done()
-
-
-def _nothing() -> None:
-    pass
-
-
 KEEPALIVE_EXPIRY = 5.0  # seconds an idle connection is kept
 _BACKEND = DeadlineBackend()
 
 
 class DeadlineTransport(httpx.BaseTransport):
-    """An httpx transport (HTTP/1.1, kept-alive connections per origin) on
-    :class:`DeadlineBackend`.
-
-    A pool of connections per origin (:class:`_OriginPool`); a pool unused for
-    ``KEEPALIVE_EXPIRY`` with nothing in flight is closed, so idle connections do not pile up
-    across the hosts of a long run.
+    """An httpx transport (HTTP/1.1, a :class:`_OriginPool` per origin) on
+    :class:`DeadlineBackend`. A pool unused for ``KEEPALIVE_EXPIRY`` with nothing in flight is
+    closed, so idle connections do not pile up across the hosts of a long run.
 
     Args:
         max_connections: connections open at once to one origin (requests beyond wait for one).
@@ -497,7 +482,7 @@ class DeadlineTransport(httpx.BaseTransport):
         return httpx.Response(
             status_code=response.status,
             headers=response.headers,
-            stream=_Release(_ResponseStream(response.stream), done),
+            stream=_ResponseStream(response.stream, done),
             extensions=response.extensions,
         )
 
