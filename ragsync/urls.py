@@ -10,8 +10,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from w3lib.url import canonicalize_url
-
 TRACKING_PARAMS = frozenset(
     {
         "fbclid",
@@ -93,6 +91,10 @@ def canonical_url(url: str, strip_params: Iterable[str] = ()) -> str:
     # Spaces escaped first: w3lib strips whitespace at the end of the URL it is given, which
     # would drop a space that ends the query ("?q=a " is not "?q=a" in the URL Standard).
     path, query = (parts.path or "/").replace(" ", "%20"), query.replace(" ", "%20")
+    # Imported here: w3lib brings urllib.request, http.client and ssl, which a run with
+    # nothing due does not need.
+    from w3lib.url import canonicalize_url
+
     return canonicalize_url(urlunsplit((parts.scheme, parts.netloc, path, query, "")))
 
 
