@@ -32,6 +32,7 @@ import asyncio
 import json
 import multiprocessing
 import os
+import resource
 import sqlite3
 import subprocess
 import sys
@@ -229,9 +230,10 @@ def write_config(work: Path, concurrency: int) -> Path:
     return config
 
 
-def ragsync_run(config: Path, *extra: str, root: Path = HERE.parent) -> tuple[float, dict]:
-    """A `ragsync run --json` process (the ragsync of checkout ``root``): its wall time and
-    report."""
+def ragsync_run(config: Path, *extra: str, root: Path = HERE.parent) -> tuple[float, float, dict]:
+    """A `ragsync run --json` process (the ragsync of checkout ``root``): its wall time, its
+    CPU time (user + system: less sensitive than wall time to a loaded machine) and report."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "ragsync", "run", "--json", "--config", str(config), *extra],
@@ -240,9 +242,11 @@ def ragsync_run(config: Path, *extra: str, root: Path = HERE.parent) -> tuple[fl
         cwd=root,
     )
     wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     if done.returncode not in (0, 1):
         raise SystemExit(f"ragsync run failed ({done.returncode}): {done.stderr[-2000:]}")
-    return wall, json.loads(done.stdout)
+    return wall, cpu, json.loads(done.stdout)
 
 
 def build_state(work: Path, origins: Origins, pages: int) -> Path:
@@ -291,7 +295,7 @@ def revalidate(work: Path, config: Path, origins: Origins, concurrency: int, roo
     """One `ragsync run` over the state with every page due: what the origins saw, and the
     process's wall time."""
     pages = make_due(work)
-    wall, report = ragsync_run(config, root=root)
+    wall, cpu, report = ragsync_run(config, root=root)
     seen = origins.stats()
     counters = report["counters"]
     return {
@@ -305,6 +309,8 @@ def revalidate(work: Path, config: Path, origins: Origins, concurrency: int, roo
         "requests_per_s": round(seen["not_modified"] / max(seen["span_s"], 1e-9)),
         "total_s": round(wall, 2),
         "pages_per_s_total": round(counters["responses_304"] / wall),
+        "cpu_s": round(cpu, 2),
+        "pages_per_cpu_s": round(counters["responses_304"] / cpu),
         "ok": report["ok"],
     }
 
@@ -381,14 +387,15 @@ def markdown(result: dict) -> str:
         "requests/s.",
         "",
         "| ragsync | fetch.concurrency | pages | 304s | revalidation s | conditional requests/s "
-        "| total s (process) | pages/s (total) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| total s (process) | pages/s (total) | CPU s | pages per CPU s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in result["runs"]:
         lines.append(
             f"| {row['system']} | {row['concurrency']} | {row['pages']:,} | "
             f"{row['responses_304']:,} | {row['revalidation_s']} | {row['requests_per_s']:,} | "
-            f"{row['total_s']} | {row['pages_per_s_total']:,} |"
+            f"{row['total_s']} | {row['pages_per_s_total']:,} | {row['cpu_s']} | "
+            f"{row['pages_per_cpu_s']:,} |"
         )
     if result.get("baseline"):
         lines += ["", f"baseline: the ragsync of `{result['baseline']}`, run alternately."]

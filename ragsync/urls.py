@@ -81,8 +81,15 @@ def canonical_url(url: str, strip_params: Iterable[str] = ()) -> str:
     Raises:
         ValueError: ``url`` is not an absolute http(s) URL, or carries credentials.
     """
+    return _canonical(url, tuple(strip_params))
+
+
+# Cached: a page's URL is canonicalised several times on its way (listing, identity of the
+# response, scope), and w3lib's canonicalisation is not cheap.
+@functools.lru_cache(maxsize=4096)
+def _canonical(url: str, strip: tuple[str, ...]) -> str:
+    """:func:`canonical_url` of ``url`` with ``strip_params`` as a tuple."""
     parts = split_url(url)
-    strip = tuple(strip_params)
     query = "&".join(
         pair
         for pair in parts.query.split("&")
