@@ -25,7 +25,6 @@ from io import BytesIO
 from typing import Any
 from urllib.parse import urlsplit
 
-from lxml import etree
 from protego import Protego
 
 from ragsync.errors import ConfigError
@@ -134,6 +133,8 @@ def _child_text(element: Any, name: str) -> str | None:
 
 def parse_xml_sitemap(xml: bytes) -> SitemapDocument:
     """A ``<urlset>`` or ``<sitemapindex>``, entry by entry (see :func:`parse_sitemap`)."""
+    from lxml import etree  # here: a run that reads no sitemap does not load lxml
+
     pages: list[tuple[str, str | None]] = []
     children: list[str] = []
     root = None

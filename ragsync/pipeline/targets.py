@@ -16,7 +16,6 @@ from ragsync.config import Config, SourceConfig
 from ragsync.errors import ConfigError
 from ragsync.identity import api_record_key
 from ragsync.pipeline.context import Engine, Pass
-from ragsync.pipeline.source import SourceSync
 from ragsync.scope import scope_of
 from ragsync.urls import redact_url
 
@@ -85,6 +84,8 @@ def drain_targets(run: Pass) -> None:
                 document = engine.state.documents.get(api_record_key(source.id, item["record_id"]))
                 if document and document["extractor"] != "record":
                     urls.append(document["canonical_url"])
+        from ragsync.pipeline.source import SourceSync  # with the first page to check
+
         work = SourceSync(run, source, revalidate_all=True)
         if any(item["record_id"] for item in items) and source.kind == "http_api":
             outcome = work.listing()

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
-
-from sqlite_utils import Database
 
 from ragsync.clock import iso
 from ragsync.config import StateConfig, resolve_env_url
@@ -44,6 +43,30 @@ from ragsync.state.runs import Runs
 from ragsync.state.targets import Targets
 from ragsync.state.terms import Terms
 from ragsync.state.work import WorkQueue
+
+
+@contextlib.contextmanager
+def _unimportable(*names: str) -> Iterator[None]:
+    """Within the block, ``import name`` raises ImportError for each of ``names`` not imported
+    yet (a None entry in ``sys.modules``); afterwards they import as usual."""
+    hidden = [name for name in names if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, ...) is None:
+                del sys.modules[name]
+
+
+# sqlite-utils imports numpy and pandas when they are installed, only to map their scalar types
+# to column types when it creates or alters a table from Python values; ragsync's tables are
+# made by its migrations (SQL), so that mapping is never used, and numpy is most of the import
+# time of a run with nothing due (README "Architecture": such a run loads no model).
+with _unimportable("numpy", "pandas"):
+    from sqlite_utils import Database
+
 
 T = TypeVar("T")
 
