@@ -385,26 +385,28 @@ def measure_set(
     plan: Plan,
     work: Path,
     asker: RagsyncAsker,
+    result: dict[str, Any],
+    save: Callable[[], None],
     *,
     source_toml: str | None = None,
     peer_sitemap: Callable[[Sequence[str]], str] | None = None,
-) -> dict[str, Any]:
-    """Every system on one question set: ragsync per ``max_tokens`` (each index asked in
-    every mode), then each peer on the pages ragsync indexed (``peer_sitemap`` of its first
-    index's URLs, else ``sitemap``)."""
+) -> None:
+    """Every system on one question set, each row added to ``result["rows"]`` and saved as
+    soon as it is measured: ragsync at the first ``max_tokens`` (its index asked in every
+    mode), then each peer on the pages that index holds (``peer_sitemap`` of its URLs, else
+    ``sitemap``), then ragsync at the other ``max_tokens``."""
     from eval.peers import Model, load_pages
 
-    rows = []
-    indexed: list[str] = []
-    for max_tokens in plan.max_tokens:
+    result.update(questions=len(questions), rows=[])
+    for n, max_tokens in enumerate(plan.max_tokens):
         index = ragsync_index(work, name, sitemap, max_tokens, plan, source_toml)
-        indexed = indexed or sorted(set(index.urls))
         for mode, rankings in asker(index.config, questions, plan.modes).items():
-            rows.append(
+            chunking = f"max_tokens {max_tokens}"
+            result["rows"].append(
                 row(
                     "ragsync",
                     mode,
-                    f"max_tokens {max_tokens}",
+                    chunking,
                     rankings,
                     questions,
                     index.urls,
@@ -413,44 +415,62 @@ def measure_set(
                     **index.cost,
                 )
             )
-    if plan.peers:
-        pages = load_pages(peer_sitemap(indexed) if peer_sitemap else sitemap)
+            save()
+        if n or not plan.peers:
+            continue
+        held = sorted(set(index.urls))
+        result.update(
+            pages=len(held),
+            answer_indexed=sum(any(page in held for page in q.pages) for q in questions),
+        )
+        pages = load_pages(peer_sitemap(held) if peer_sitemap else sitemap)
         queries = Model.encode([q.question for q in questions])
         for peer in plan.peers:
             chunks = PEER_CHUNKERS[peer](pages)
             rankings = peer_rankings(chunks, queries)
             urls, texts = [c.url for c in chunks], [c.text for c in chunks]
-            rows.append(row(peer, "dense", CHUNKING[peer], rankings, questions, urls, texts))
-    held = set(indexed)
-    return {
-        "questions": len(questions),
-        "pages": len(held),
-        "answer_indexed": sum(any(page in held for page in q.pages) for q in questions),
-        "rows": rows,
-    }
+            result["rows"].append(
+                row(peer, "dense", CHUNKING[peer], rankings, questions, urls, texts)
+            )
+            save()
 
 
 def evolving_set(
-    plan: Plan, work: Path, asker: RagsyncAsker, pages: int, count: int | None
-) -> dict[str, Any]:
+    plan: Plan,
+    work: Path,
+    asker: RagsyncAsker,
+    result: dict[str, Any],
+    save: Callable[[], None],
+    *,
+    pages: int,
+    count: int | None,
+) -> None:
     """The evolving site's questions (the first ``count``), every system."""
     evolving = EvolvingSite(pages)
     base = evolving.site.start()
+    result["site"] = f"eval/evolving.py, {pages} pages, seed 5"
     try:
         questions = evolving_questions(evolving, base)[:count]
-        return {
-            "site": f"eval/evolving.py, {pages} pages, seed 5",
-            **measure_set("evolving", questions, f"{base}/sitemap.xml", plan, work, asker),
-        }
+        sitemap = f"{base}/sitemap.xml"
+        measure_set("evolving", questions, sitemap, plan, work, asker, result, save)
     finally:
         evolving.site.stop()
 
 
-def book_set(plan: Plan, work: Path, asker: RagsyncAsker, count: int | None) -> dict[str, Any]:
+def book_set(
+    plan: Plan,
+    work: Path,
+    asker: RagsyncAsker,
+    result: dict[str, Any],
+    save: Callable[[], None],
+    *,
+    count: int | None,
+) -> None:
     """The Cargo Book's hand-written questions (the first ``count``; then only their pages
     are linked from a start page and crawled), every system."""
     copy = work / "cargo-book-site"
     shutil.copytree(INSTALLED_CARGO_BOOK, copy)
+    result["site"] = str(INSTALLED_CARGO_BOOK)
     questions = list(load())[:count]
     start, depth = "index.html", ""
     if count is not None:
@@ -462,19 +482,18 @@ def book_set(plan: Plan, work: Path, asker: RagsyncAsker, count: int | None) -> 
             f'[[sources]]\nid = "docs"\nkind = "crawl"\nurl = "{base}/{start}"\n'
             f'every = "0s"\n{depth}'
         )
-        return {
-            "site": str(INSTALLED_CARGO_BOOK),
-            **measure_set(
-                "cargo-book",
-                absolute(questions, base),
-                "",
-                plan,
-                work,
-                asker,
-                source_toml=source,
-                peer_sitemap=lambda urls: f"{base}/{write_sitemap(copy, urls)}",
-            ),
-        }
+        measure_set(
+            "cargo-book",
+            absolute(questions, base),
+            "",
+            plan,
+            work,
+            asker,
+            result,
+            save,
+            source_toml=source,
+            peer_sitemap=lambda urls: f"{base}/{write_sitemap(copy, urls)}",
+        )
 
 
 # -- the report ----------------------------------------------------------------------------
@@ -501,22 +520,30 @@ def cell(value: Any) -> str:
     return "—" if value is None else str(value)
 
 
+def row_order(r: dict[str, Any]) -> tuple[Any, ...]:
+    """ragsync first, by max_tokens then mode (dense, sparse, hybrid), then the peers."""
+    mode = MODES.index(r["mode"]) if r["mode"] in MODES else len(MODES)
+    return (r["system"] != "ragsync", r["system"], r.get("max_tokens") or 0, mode)
+
+
 def markdown(report: dict[str, Any]) -> str:
     """The Markdown tables of a report (see :func:`main`)."""
     lines = [f"`{report['command']}`", "", METHOD, ""]
+    if not report["complete"]:
+        lines += ["**Partial run**: the rows measured before it stopped.", ""]
     if report["skipped_modes"]:
         lines += [f"Not measured: {report['skipped_modes']}.", ""]
     for name, result in report["sets"].items():
         lines += [
-            f"**{name}** ({result['site']}): {result['questions']} questions, "
-            f"{result['pages']} pages; {result['answer_indexed']} questions have a right page "
-            "in the index.",
+            f"**{name}** ({result['site']}): {result.get('questions')} questions, "
+            f"{result.get('pages')} pages; {result.get('answer_indexed')} questions have a "
+            "right page in the index.",
             "",
             "| system | mode | chunks | hit@1 | hit@5 | MRR@10 | evidence@5 | evidence in index "
             "| points | text MB | sync CPU s |",
             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
-        for r in result["rows"]:
+        for r in sorted(result.get("rows", []), key=row_order):
             lines.append(
                 f"| {r['system']} | {r['mode']} | {r['chunking']} | {r['hit@1']:.3f} | "
                 f"{r['hit@5']:.3f} | {r['mrr@10']:.3f} | {r['evidence@5']:.3f} | "
@@ -563,18 +590,26 @@ def main(argv: Sequence[str] | None = None) -> None:
         "plan": {"modes": modes, "max_tokens": max_tokens, "peers": peers},
         "skipped_modes": skipped,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "complete": False,
         "sets": {},
     }
     asker = RagsyncAsker()
+
+    def save() -> None:
+        options.out.mkdir(parents=True, exist_ok=True)
+        (options.out / "retrieval.json").write_text(json.dumps(report, indent=2) + "\n")
+        (options.out / "retrieval.md").write_text(markdown(report))
+
     with tempfile.TemporaryDirectory(prefix="ragsync-retrieval-") as folder:
         work = Path(folder)
-        if "evolving" in sets:
-            report["sets"]["evolving"] = evolving_set(plan, work, asker, pages, count)
-        if "cargo-book" in sets:
-            report["sets"]["cargo-book"] = book_set(plan, work, asker, count)
-    options.out.mkdir(parents=True, exist_ok=True)
-    (options.out / "retrieval.json").write_text(json.dumps(report, indent=2) + "\n")
-    (options.out / "retrieval.md").write_text(markdown(report))
+        for name in sets:  # in the order asked; each row is saved when measured
+            result = report["sets"][name] = {}
+            if name == "evolving":
+                evolving_set(plan, work, asker, result, save, pages=pages, count=count)
+            else:
+                book_set(plan, work, asker, result, save, count=count)
+    report["complete"] = True
+    save()
     print(markdown(report))
 
 
