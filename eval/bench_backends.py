@@ -5,8 +5,8 @@ process with ``[embedder] backend`` set (wall and CPU seconds), the bare model l
 backend on the same chunk texts (eval/bare_embed.py, best of ``--bare-runs``: chunks per
 second of wall time and per CPU second; CPU seconds are the figure a loaded machine disturbs
 least), and the site's questions asked of that index through the same backend: hit@1, hit@5
-and MRR@10, scored as eval/bench_peers.py scores them. ONNX exports are made (or found in the
-cache) before any timed run: export is once per machine.
+and MRR@10, scored by eval/bench_peers.py's ``rank_scores``. ONNX exports are made (or found
+in the cache) before any timed run: export is once per machine.
 
 Usage: python eval/bench_backends.py [--pages 200] [--backends torch,onnx,onnx-int8]
 → eval/results/backends.json and backends.md.
@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from eval.bench_core import run_json  # noqa: E402
-from eval.bench_peers import System  # noqa: E402
+from eval.bench_peers import System, rank_scores  # noqa: E402
 from eval.evolving import EvolvingSite  # noqa: E402
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
@@ -35,20 +35,6 @@ BACKENDS = ("torch", "onnx", "onnx-int8")
 def children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-def scores(ranked: list[list[str]], questions: list[tuple[str, str]]) -> dict[str, Any]:
-    """hit@1, hit@5 and MRR@10 of ranked URL lists against each question's answer page."""
-    ranks = [
-        urls.index(answer) + 1 if answer in urls else None
-        for urls, (_, answer) in zip(ranked, questions, strict=True)
-    ]
-    return {
-        "questions": len(ranks),
-        "hit@1": round(sum(1 for r in ranks if r == 1) / len(ranks), 3),
-        "hit@5": round(sum(1 for r in ranks if r and r <= 5) / len(ranks), 3),
-        "mrr@10": round(sum(1 / r for r in ranks if r) / len(ranks), 3),
-    }
 
 
 def measure(backend: str, work: Path, sitemap: str, questions, bare_runs: int) -> dict[str, Any]:
@@ -66,7 +52,7 @@ def measure(backend: str, work: Path, sitemap: str, questions, bare_runs: int) -
     config = system.work / "ragsync.toml"
     config.write_text(config.read_text() + f'\n[embedder]\nbackend = "{backend}"\n')
     cpu = children_cpu()
-    wall, counters = system.run()
+    wall, _, counters, _ = system.run()
     cpu = children_cpu() - cpu
     state = StateDB(system.work / ".ragsync" / "state.db")
     texts = [chunk.text for _, chunk in state.index.list_chunks()]
@@ -89,7 +75,7 @@ def measure(backend: str, work: Path, sitemap: str, questions, bare_runs: int) -
         "bare_chunks_per_cpu_s": round(len(texts) / bare["encode_cpu_s"], 1),
         "cold_wall_over_bare": round(wall / bare["total_s"], 2),
         "cold_cpu_over_bare": round(cpu / bare["total_cpu_s"], 2),
-        **scores(system.search(vectors), questions),
+        **rank_scores(system.search(vectors), [(answer,) for _, answer in questions]),
     }
     print(json.dumps(row), flush=True)
     return row

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -185,22 +185,51 @@ class TokenCounter:
         return sum(min(len(encoding.ids), self.limit) for encoding in encodings)
 
 
+def first_right(urls: Sequence[str], right: Collection[str]) -> tuple[int, int] | None:
+    """Where the first right page is in a ranking of chunk URLs (best first).
+
+    Returns:
+        ``(chunk position, page rank)``, both from 1: the position of the first chunk whose URL
+        is in ``right``, and that URL's rank among the distinct URLs ranked by first occurrence
+        (a page's second chunk does not push the pages after it down). None when no chunk's URL
+        is right.
+    """
+    pages: set[str] = set()
+    for position, url in enumerate(urls, start=1):
+        pages.add(url)
+        if url in right:
+            return position, len(pages)
+    return None
+
+
+def rank_scores(
+    ranked: Sequence[Sequence[str]], answers: Sequence[Collection[str]]
+) -> dict[str, Any]:
+    """hit@1, hit@5 and MRR@10 of rankings of chunk URLs against each question's right pages.
+
+    hit@k: a right page is among the top k chunks' pages; MRR@10: the mean of 1 / the first
+    right page's rank among the pages of the top 10 chunks (ranked by first occurrence), 0 when
+    none is right. Every system and benchmark scores through this one function.
+    """
+    found = [first_right(urls[:10], right) for urls, right in zip(ranked, answers, strict=True)]
+    count = len(found)
+    return {
+        "questions": count,
+        "hit@1": round(sum(1 for f in found if f and f[0] <= 1) / count, 3),
+        "hit@5": round(sum(1 for f in found if f and f[0] <= 5) / count, 3),
+        "mrr@10": round(sum(1 / f[1] for f in found if f) / count, 3),
+    }
+
+
 def retrieval_quality(systems: list[System], questions: list[tuple[str, str]]) -> dict[str, dict]:
     """hit@1, hit@5 and MRR@10 of each index over the site's questions (same model)."""
     from eval.peers import Model
 
     vectors = Model.encode([question for question, _ in questions])
+    answers = [(answer,) for _, answer in questions]
     quality = {}
     for system in systems:
-        ranks = []
-        for urls, (_, answer) in zip(system.search(vectors), questions, strict=True):
-            ranks.append(urls.index(answer) + 1 if answer in urls else None)
-        quality[system.name] = {
-            "questions": len(questions),
-            "hit@1": round(sum(1 for r in ranks if r == 1) / len(ranks), 3),
-            "hit@5": round(sum(1 for r in ranks if r and r <= 5) / len(ranks), 3),
-            "mrr@10": round(sum(1 / r for r in ranks if r) / len(ranks), 3),
-        }
+        quality[system.name] = rank_scores(system.search(vectors), answers)
         print(json.dumps({"system": system.name, **quality[system.name]}), flush=True)
     return quality
 
