@@ -57,6 +57,7 @@ its figures are not comparable with a full run's.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
 import json
 import re
@@ -333,23 +334,26 @@ class RagsyncAsker:
         loaded = load_config(config)
         if self.embedder is None:
             self.embedder = embedder_from_config(loaded.embedder)
-        options = [{"mode": mode} if searches_by_mode() else {} for mode in modes]
-        with Syncer(loaded, embedder=self.embedder) as syncer:
-            # Syncer.search closes the store after each query (reopening Qdrant local mode
-            # took ~0.8 s a query here, and the evolving set asks ~900 per mode): it stays
-            # open for this index's questions, which changes no ranking; Syncer.close closes it.
-            engine = syncer.engine
-            engine.release_store = lambda: None  # type: ignore[method-assign]
-            try:
-                return {
-                    mode: [
-                        [(hit.url, hit.text) for hit in syncer.search(q.question, k=K, **extra)]
+        found: dict[str, list[Ranking]] = {}
+        for mode in modes:  # "hybrid:0.5": hybrid with [search] sparse_weight = 0.5
+            name, _, weight = mode.partition(":")
+            search = dataclasses.replace(
+                loaded.search, sparse_weight=float(weight or loaded.search.sparse_weight)
+            )
+            extra = {"mode": name} if searches_by_mode() else {}
+            with Syncer(dataclasses.replace(loaded, search=search), embedder=self.embedder) as s:
+                # Syncer.search closes the store after each query (reopening Qdrant local mode
+                # took ~0.8 s a query here, and the evolving set asks ~900 per mode): it stays
+                # open for this index's questions, which changes no ranking.
+                s.engine.release_store = lambda: None  # type: ignore[method-assign]
+                try:
+                    found[mode] = [
+                        [(hit.url, hit.text) for hit in s.search(q.question, k=K, **extra)]
                         for q in questions
                     ]
-                    for mode, extra in zip(modes, options, strict=True)
-                }
-            finally:
-                del engine.release_store  # the class's method again
+                finally:
+                    del s.engine.release_store  # the class's method again: close releases it
+        return found
 
 
 def row(
