@@ -56,4 +56,7 @@ bench: $(EVAL_STAMP)
 	$(BIN)/python eval/bench_docsites.py
 	$(BIN)/python eval/bench_backends.py --pages 200
 	$(BIN)/python eval/bench_search.py
+	$(BIN)/python eval/bench_retrieval.py
+	$(BIN)/python eval/bench_revalidate.py
+	$(BIN)/python eval/bench_startup.py
 	$(BIN)/python eval/report.py

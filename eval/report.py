@@ -1,7 +1,7 @@
 """Gather the benchmark results into eval/results/README.md and the README's benchmark tables.
 
-Reads eval/results/{peers,core,noop,stores,workers,docsites,backends,search}.md, faults.json and
-webhooks.json (whichever exist) and rewrites the text between ``<!-- bench:begin -->`` and
+Reads eval/results/{peers,core,noop,stores,workers,docsites,retrieval,search,backends,
+revalidate,startup}.md, faults.json and webhooks.json (whichever exist) and rewrites the text between ``<!-- bench:begin -->`` and
 ``<!-- bench:end -->`` in the top-level README, so the published figures are always the last
 measured ones.
 
@@ -32,6 +32,14 @@ def tables() -> str:
             "docsites",
             "Documentation sites: titles and headings vs peers (`eval/bench_docsites.py`)",
         ),
+        (
+            "retrieval",
+            "Retrieval quality: dense, sparse and hybrid vs peers (`eval/bench_retrieval.py`)",
+        ),
+        ("search", "Warm search latency (`eval/bench_search.py`)"),
+        ("backends", "Embedding backends: torch and ONNX (`eval/bench_backends.py`)"),
+        ("revalidate", "Revalidation throughput (`eval/bench_revalidate.py`)"),
+        ("startup", "Startup: a run with nothing due (`eval/bench_startup.py`)"),
     ):
         path = RESULTS / f"{name}.md"
         if path.exists():
