@@ -50,7 +50,8 @@ class Data:
         self.count, self.offset = count, offset
         self._cached: tuple[int, Any] | None = None
 
-    def chunk(self, c: int) -> tuple[list[str], Any, list[dict]]:
+    def chunk(self, c: int) -> tuple[list[str], Any]:
+        """Chunk ``c``'s ids and vectors (the last chunk asked is kept)."""
         if self._cached is None or self._cached[0] != c:
             import numpy as np
 
@@ -61,15 +62,14 @@ class Data:
             first = c * CHUNK
             ids = [str(uuid.UUID(int=int(high[j]) << 64 | first + j)) for j in range(CHUNK)]
             self._cached = (c, (ids, vectors))
-        ids, vectors = self._cached[1]
-        return ids, vectors, []
+        return self._cached[1]
 
     def batches(self, size: int = BATCH) -> Iterator[tuple[list[str], Any, list[dict]]]:
         """``(ids, vectors, payloads)`` in batches of ``size``, in order."""
         for start in range(self.offset, self.offset + self.count, size):
             end = min(start + size, self.offset + self.count)
             c, within = divmod(start, CHUNK)
-            ids, vectors, _ = self.chunk(c)
+            ids, vectors = self.chunk(c)
             stop = within + (end - start)
             if stop > CHUNK:  # a batch across two chunks: sizes divide CHUNK, so never
                 raise ValueError("batch size must divide the chunk size")
@@ -77,7 +77,7 @@ class Data:
             yield ids[within:stop], vectors[within:stop], payloads
 
     def point(self, i: int) -> tuple[str, Any]:
-        ids, vectors, _ = self.chunk(i // CHUNK)
+        ids, vectors = self.chunk(i // CHUNK)
         return ids[i % CHUNK], vectors[i % CHUNK]
 
 
