@@ -17,8 +17,8 @@ from ragsync.pipeline.context import Engine
 from ragsync.policy import coverage_gaps, earliest_tombstone
 
 
-def lag(engine: Engine, source_id: str | None) -> float:
-    """Seconds the most overdue page check (of one source, or of all) is late."""
+def lag(engine: Engine, source_id: str) -> float:
+    """Seconds the most overdue page check of a source is late."""
     oldest_due = engine.state.documents.oldest_due(engine.now(), source_id)
     if not oldest_due:
         return 0.0
@@ -119,7 +119,9 @@ def status(engine: Engine, *, count_points: bool = True) -> dict[str, Any]:
             engine.release_store()
     return {
         "sources": sources,
-        "lag_seconds": lag(engine, None),  # how overdue the most overdue page check is
+        # How overdue the most overdue page check of the configured sources is: the largest of
+        # theirs, each read from the schedule's index (over all rows, no index serves it).
+        "lag_seconds": max((entry["lag_seconds"] for entry in sources.values()), default=0.0),
         "queue_depth": state.targets.count(),
         "points_in_store": points,
         "last_run": None

@@ -142,7 +142,9 @@ class SourceSync:
 
     def known(self, due: Sequence[tuple[str, str]]) -> SourceOutcome:
         """Check known pages ``(doc key, URL)`` whose own revisit (or retry) time came."""
-        listed = self._listed()
+        # Found due by the schedule already: reading every page's revisit time would cost a
+        # run the size of the state, not of the due pages.
+        listed = self._listed(due_info=False)
         with self._pool() as pool:
             self.check(pool, listed, [(key, Candidate(url=url), False) for key, url in due])
         return self.report

@@ -41,9 +41,12 @@ class Documents(Repository):
     ) -> builtins.list[DocumentRow]:
         """The active documents of the source holding any of ``content_hashes``, last checked
         at or after ``checked_since``; the shortest URL first."""
+        # The content hash finds them (the source's content index); the check time is only
+        # a filter, kept out of reach of the (source, last check) index, whose range would
+        # span every page checked so far in a run.
         sql = (
-            "select * from documents where source_id = ? and status = ? and last_checked_at >= ? "
-            "and content_hash in ({marks})"
+            "select * from documents where source_id = ? and status = ? "
+            "and coalesce(last_checked_at, '') >= ? and content_hash in ({marks})"
         )
         args = [source_id, DocumentStatus.ACTIVE, checked_since]
         rows = [cast(DocumentRow, r) for r in self.state.query_in(sql, content_hashes, args)]
@@ -70,22 +73,25 @@ class Documents(Repository):
         args = [source_id, now, source_id, now, f"{source_id}:id:%"]
         return sorted((r["doc_key"], r["url"]) for r in self.db.query(sql, args))
 
-    def oldest_due(self, now: str, source_id: str | None = None) -> str | None:
-        """The earliest revisit time already passed (the lag of the schedule), if any."""
+    def oldest_due(self, now: str, source_id: str) -> str | None:
+        """The earliest revisit time of a source already passed (the lag of its schedule), if
+        any: the first entries of the (source, next check) index."""
         sql = (
-            "select min(next_check_at) from documents where status != 'tombstoned' and "
-            "next_check_at <= ?" + (" and source_id = ?" if source_id else "")
+            "select min(next_check_at) from documents where source_id = ? and "
+            "next_check_at <= ? and status != 'tombstoned'"
         )
-        args = [now, source_id] if source_id else [now]
-        return self.db.execute(sql, args).fetchone()[0]
+        return self.db.execute(sql, [source_id, now]).fetchone()[0]
 
     def oldest_check(self, source_id: str) -> str | None:
-        """The least recent check of a source's documents still indexed."""
+        """The least recent check of a source's documents still indexed: the first entries of
+        the (source, last check) index, not every document of the source."""
         sql = (
-            "select min(last_checked_at) from documents where source_id = ? "
-            "and status != 'tombstoned'"
+            "select last_checked_at from documents where source_id = ? "
+            "and last_checked_at is not null and status != 'tombstoned' "
+            "order by last_checked_at limit 1"
         )
-        return self.db.execute(sql, [source_id]).fetchone()[0]
+        row = self.db.execute(sql, [source_id]).fetchone()
+        return row[0] if row else None
 
     def list_suspected(self, source_id: str) -> builtins.list[dict[str, Any]]:
         """A source's pages with missing evidence not yet confirmed (``suspected_missing``):
