@@ -184,7 +184,9 @@ class PgVectorStore:
     ) -> None:
         """Write points by id; ``sparse`` (aligned with ``points``) adds each one's sparse
         vector."""
-        rows = [(pid, _vector(vector), json.dumps(payload)) for pid, vector, payload in points]
+        rows: list[Sequence[Any]] = [
+            (pid, _vector(vector), json.dumps(payload)) for pid, vector, payload in points
+        ]
         if sparse is None:
             self._many(
                 f"insert into {self.collection} (id, embedding, payload) "

@@ -1,9 +1,9 @@
 """Gather the benchmark results into eval/results/README.md and the README's benchmark tables.
 
 Reads eval/results/{peers,core,noop,stores,workers,docsites,retrieval,search,backends,
-revalidate,startup}.md, faults.json and webhooks.json (whichever exist) and rewrites the text between ``<!-- bench:begin -->`` and
-``<!-- bench:end -->`` in the top-level README, so the published figures are always the last
-measured ones.
+revalidate,startup}.md, faults.json and webhooks.json (whichever exist) and rewrites the text
+between ``<!-- bench:begin -->`` and ``<!-- bench:end -->`` in the top-level README, so the
+published figures are always the last measured ones.
 
 Usage: python eval/report.py
 """
