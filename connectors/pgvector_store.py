@@ -250,37 +250,30 @@ class PgVectorStore:
 
     def sparse_points(self) -> Iterator[tuple[str, SparseVector | None]]:
         """Every row's id and sparse vector (None: it has none), in id order."""
-        if not self.exists() or not self._has_sparse():
-            return
-        last = None
-        while True:
-            after = "where id > %s" if last else ""
-            rows = self._sql(
-                f"select id, {SPARSE_NAME}::text from {self.collection} {after} "
-                f"order by id limit {self.batch_size}",
-                [last] if last else None,
-            ).fetchall()
-            for pid, text in rows:
+        if self.exists() and self._has_sparse():
+            for pid, text in self._pages(f"{SPARSE_NAME}::text"):
                 yield str(pid), None if text is None else _sparse_from_text(text)
-            if len(rows) < self.batch_size:
-                return
-            last = rows[-1][0]
 
     def points(self, *, with_vectors: bool = False) -> Iterator[tuple[str, dict, Any]]:
         """Every point as ``(id, payload, vector or None)``, in id order, a page at a time."""
+        for pid, payload, vector in self._pages(
+            "payload", "embedding::text" if with_vectors else "null"
+        ):
+            yield str(pid), payload, json.loads(vector) if vector else None
+
+    def _pages(self, *columns: str) -> Iterator[tuple[Any, ...]]:
+        """``(id, *columns)`` of every row, in id order, :attr:`batch_size` rows a query."""
         if not self.exists():
             return
-        column = "embedding::text" if with_vectors else "null"
         last = None
         while True:
             after = "where id > %s" if last else ""
             rows = self._sql(
-                f"select id, payload, {column} from {self.collection} {after} "
+                f"select id, {', '.join(columns)} from {self.collection} {after} "
                 f"order by id limit {self.batch_size}",
                 [last] if last else None,
             ).fetchall()
-            for pid, payload, vector in rows:
-                yield str(pid), payload, json.loads(vector) if vector else None
+            yield from rows
             if len(rows) < self.batch_size:
                 return
             last = rows[-1][0]

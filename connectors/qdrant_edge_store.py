@@ -209,11 +209,7 @@ class QdrantEdgeStore:
     def sparse_points(self) -> Iterator[tuple[str, SparseVector | None]]:
         """Every point's id and sparse vector (None: it has none)."""
         for pid, _, vectors in self._scroll(with_payload=False, with_vector=[SPARSE_NAME]):
-            found = (vectors or {}).get(SPARSE_NAME)
-            yield (
-                pid,
-                None if found is None else SparseVector(tuple(found.indices), tuple(found.values)),
-            )
+            yield pid, SparseVector.of((vectors or {}).get(SPARSE_NAME))
 
     def _scroll(self, *, with_payload: bool, with_vector: Any) -> Iterator[tuple[str, dict, Any]]:
         from qdrant_edge import ScrollRequest

@@ -302,11 +302,7 @@ class QdrantStore:
     def sparse_points(self) -> Iterator[tuple[str, SparseVector | None]]:
         """Every point's id and sparse vector (None: it has none)."""
         for pid, _, vectors in self._scroll(with_payload=False, with_vectors=[SPARSE_NAME]):
-            found = (vectors or {}).get(SPARSE_NAME)
-            yield (
-                pid,
-                None if found is None else SparseVector(tuple(found.indices), tuple(found.values)),
-            )
+            yield pid, SparseVector.of((vectors or {}).get(SPARSE_NAME))
 
     def _scroll(self, *, with_payload: bool, with_vectors: Any) -> Iterator[tuple[str, dict, Any]]:
         if not self.exists():

@@ -71,6 +71,12 @@ class SparseVector:
         values = array("f", data[half:]).tolist()
         return cls(tuple(array("I", data[:half])), tuple(values))
 
+    @classmethod
+    def of(cls, found: Any) -> SparseVector | None:
+        """From a store client's sparse vector (anything with ``indices`` and ``values``);
+        None stays None."""
+        return None if found is None else cls(tuple(found.indices), tuple(found.values))
+
     def as_dict(self) -> dict[int, float]:
         return dict(zip(self.indices, self.values, strict=True))
 
