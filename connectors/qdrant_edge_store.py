@@ -25,7 +25,7 @@ from uuid import UUID
 from ragsync.config import StoreConfig
 from ragsync.errors import StoreError
 from ragsync.models import Hit
-from ragsync.sparse import SPARSE_NAME, SparseVector
+from ragsync.sparse import SPARSE_NAME, SparseVector, with_sparse
 
 META = "ragsync-collection.json"
 
@@ -129,17 +129,14 @@ class QdrantEdgeStore:
         from qdrant_edge import Point, UpdateOperation
         from qdrant_edge import SparseVector as EdgeSparse
 
-        def vector(i: int, dense: Sequence[float]) -> Any:
-            values: dict[str, Any] = {"": [float(x) for x in dense]}
-            lexical = sparse[i] if sparse is not None else None
-            if lexical:
-                values[SPARSE_NAME] = EdgeSparse(list(lexical.indices), list(lexical.values))
-            return values
+        def sparse_of(lexical: SparseVector) -> Any:
+            return EdgeSparse(list(lexical.indices), list(lexical.values))
 
-        for start in range(0, len(points), self.batch_size):
+        made = list(with_sparse(points, sparse, sparse_of))
+        for start in range(0, len(made), self.batch_size):
             batch = [
-                Point(pid, vector(start + i, dense), payload)
-                for i, (pid, dense, payload) in enumerate(points[start : start + self.batch_size])
+                Point(pid, vector, payload)
+                for pid, vector, payload in made[start : start + self.batch_size]
             ]
             self.shard.update(UpdateOperation.upsert_points(batch))
         self.shard.flush()

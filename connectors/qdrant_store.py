@@ -25,7 +25,7 @@ from ragsync.config import StoreConfig, resolve_env, resolve_env_url
 from ragsync.errors import StoreError
 from ragsync.models import Hit
 from ragsync.policy import retry_delay
-from ragsync.sparse import SPARSE_NAME, SparseVector
+from ragsync.sparse import SPARSE_NAME, SparseVector, with_sparse
 
 INDEXED_FIELDS = ("metadata.doc_key", "metadata.url", "metadata.source")
 BATCH = 256
@@ -212,17 +212,14 @@ class QdrantStore:
         vector (an empty one is left out)."""
         from qdrant_client import models
 
-        def vector(i: int, dense: Sequence[float]) -> Any:
-            lexical = sparse[i] if sparse is not None else None
-            if not lexical:
-                return list(dense)
-            values = models.SparseVector(indices=list(lexical.indices), values=list(lexical.values))
-            return {"": list(dense), SPARSE_NAME: values}
+        def sparse_of(lexical: SparseVector) -> Any:
+            return models.SparseVector(indices=list(lexical.indices), values=list(lexical.values))
 
-        for start in range(0, len(points), self.batch_size):
+        made = list(with_sparse(points, sparse, sparse_of))
+        for start in range(0, len(made), self.batch_size):
             batch = [
-                models.PointStruct(id=pid, vector=vector(start + i, dense), payload=payload)
-                for i, (pid, dense, payload) in enumerate(points[start : start + self.batch_size])
+                models.PointStruct(id=pid, vector=vector, payload=payload)
+                for pid, vector, payload in made[start : start + self.batch_size]
             ]
             self._retry(
                 "upsert",

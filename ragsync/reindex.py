@@ -25,9 +25,8 @@ from ragsync.pipeline.journal import apply_journal, record_sparse, supports_spar
 from ragsync.pipeline.outcomes import Changed, Document, Page, stored_content
 from ragsync.pipeline.runs import finish_run, start_run
 from ragsync.pipeline.source import WINDOW_PAGES
-from ragsync.repair import check_sparse, expected_points, mend
+from ragsync.repair import mend, survey
 from ragsync.sparse import SPARSE_ID
-from ragsync.verify import compare
 
 log = logging.getLogger("ragsync")
 
@@ -92,13 +91,10 @@ def add_sparse(engine: Engine, counters: Counters) -> None:
 def fill(engine: Engine, counters: Counters) -> None:
     """Write every point the store lacks, or whose sparse vector is missing (a new or rebuilt
     collection), from the caches: ``verify --repair``'s mend, counted in the run report."""
-    expected, origin = expected_points(engine)
-    actual = {pid: payload for pid, payload, _ in engine.store.points()}
-    report = compare(expected, actual)
-    report.sparse_drift = check_sparse(engine, expected, origin, counters)
+    report, points = survey(engine, counters)
     report.orphans = []  # points the state does not explain are verify --repair's to delete
     if report.missing or report.sparse_drift or report.drift:
-        mend(engine, report, (expected, origin), counters)
+        mend(engine, report, points, counters)
 
 
 def reindexed(engine: Engine, document: Document) -> Changed | None:

@@ -35,17 +35,24 @@ def verify(engine: Engine, *, repair: bool) -> VerifyReport:
         pending = engine.state.journal.count()
         if repair and pending:
             apply_journal(engine, Counters())
-        expected, origin = expected_points(engine)
-        actual = {pid: payload for pid, payload, _ in engine.store.points()}
-        report = compare(expected, actual)
-        report.sparse_drift = check_sparse(engine, expected, origin)
+        report, points = survey(engine)
         report.pending_journal = engine.state.journal.count() if repair else pending
         if repair and not report.clean:
-            mend(engine, report, (expected, origin))
+            mend(engine, report, points)
             report.repaired = True
         return report
     finally:
         engine.release_store()
+
+
+def survey(engine: Engine, counters: Counters | None = None) -> tuple[VerifyReport, Expected]:
+    """The store against the state DB, both vectors (the journal not counted), and the points
+    the state expects; sparse vectors a text lacked are computed and counted in ``counters``."""
+    expected, origin = expected_points(engine)
+    actual = {pid: payload for pid, payload, _ in engine.store.points()}
+    report = compare(expected, actual)
+    report.sparse_drift = check_sparse(engine, expected, origin, counters)
+    return report, (expected, origin)
 
 
 def check_sparse(

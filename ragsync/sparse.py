@@ -24,7 +24,7 @@ import math
 import re
 from array import array
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -167,3 +167,17 @@ def idf(document_frequency: int, documents: int) -> float:
     """BM25's inverse document frequency, as Qdrant's IDF modifier computes it."""
     df = min(document_frequency, documents)
     return math.log(1 + (documents - df + 0.5) / (df + 0.5))
+
+
+def with_sparse(
+    points: Sequence[tuple[str, Sequence[float], dict]],
+    sparse: Sequence[SparseVector] | None,
+    sparse_of: Callable[[SparseVector], Any],
+) -> Iterator[tuple[str, Any, dict]]:
+    """``(id, vectors, payload)`` of each point as Qdrant takes it: the dense vector alone, or
+    ``{"": dense, SPARSE_NAME: sparse_of(its sparse vector)}`` when it has one with terms
+    (``sparse`` is aligned with ``points``; ``sparse_of`` makes the client's sparse type)."""
+    lexicals = sparse if sparse is not None else [None] * len(points)
+    for (pid, dense, payload), lexical in zip(points, lexicals, strict=True):
+        vector = [float(x) for x in dense]
+        yield pid, {"": vector, SPARSE_NAME: sparse_of(lexical)} if lexical else vector, payload
