@@ -80,7 +80,7 @@ def term_counting(engine: Engine, counters: Counters | None = None) -> tuple[str
     """What a commit needs to keep document frequencies (``(collection, vectors_of)``): only
     for a store that applies no IDF itself, once its collection holds sparse vectors."""
     name = engine.config.store.collection
-    if getattr(engine.store, "sparse_idf", True):
+    if getattr(engine.store, "sparse_idf", None) is not False:  # True: the store has IDF
         return None
     sparse_id = engine.state.index.get_collection_sparse(name)
     if sparse_id is None:
