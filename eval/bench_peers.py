@@ -14,6 +14,9 @@ Model tokens are what MiniLM reads: each text's token count with the model's own
 process. A peer reports the texts it gave the model; for ragsync, which does not list them, they
 are its new texts (its minimum), shown only when their number equals the texts it embedded.
 
+A system named ``ragsync:BACKEND`` (``ragsync:onnx-int8``) is ragsync with ``[embedder] backend``
+set; its questions are embedded with the same backend, so its index is read as it was written.
+
 Usage: python eval/bench_peers.py [--pages 200] [--steps 8] [--systems ragsync,cocoindex,...]
 → eval/results/peers.json, peers.md and peers.png.
 """
@@ -56,12 +59,15 @@ class System:
         self.name = name
         self.work = work / name
         self.work.mkdir(parents=True)
-        if name == "ragsync":
+        self.backend = name.partition(":")[2] or "torch"
+        if name.partition(":")[0] == "ragsync":
             config = self.work / "ragsync.toml"
             # every = "0s": each run revalidates every page, like the peers re-read every page.
             # One 404/410 deletes a page, as the peers do (ragsync's default asks for two
-            # observations an hour apart).
+            # observations an hour apart). The store is named: the peers are read back through
+            # qdrant-client's local mode.
             config.write_text(
+                f'[store]\nkind = "qdrant"\n[embedder]\nbackend = "{self.backend}"\n'
                 f'[[sources]]\nid = "docs"\nkind = "sitemap"\nurl = "{sitemap}"\n'
                 'every = "0s"\nmissing_confirmations = 1\nmissing_grace = "0s"\n'
             )
@@ -225,10 +231,17 @@ def retrieval_quality(systems: list[System], questions: list[tuple[str, str]]) -
     """hit@1, hit@5 and MRR@10 of each index over the site's questions (same model)."""
     from eval.peers import Model
 
-    vectors = Model.encode([question for question, _ in questions])
+    texts = [question for question, _ in questions]
+    by_backend = {"torch": Model.encode(texts) if systems else []}
     answers = [(answer,) for _, answer in questions]
     quality = {}
     for system in systems:
+        if system.backend not in by_backend:
+            from ragsync.onnxembed import OnnxEmbedder
+
+            embedder = OnnxEmbedder(quantize=system.backend == "onnx-int8")
+            by_backend[system.backend] = embedder.embed(texts)
+        vectors = by_backend[system.backend]
         quality[system.name] = rank_scores(system.search(vectors), answers)
         print(json.dumps({"system": system.name, **quality[system.name]}), flush=True)
     return quality
@@ -248,6 +261,11 @@ def main() -> None:
     evolving = EvolvingSite(options.pages)
     base = evolving.site.start()
     systems = [System(name, work, f"{base}/sitemap.xml") for name in options.systems.split(",")]
+    for backend in {system.backend for system in systems} - {"torch"}:
+        from ragsync.onnxembed import OnnxEmbedder
+
+        # made (or found in the cache) once per machine, before any timed run
+        OnnxEmbedder(quantize=backend == "onnx-int8").ensure_export()
     seen: dict[str, set[str]] = {system.name: set() for system in systems}
     rows: list[dict[str, Any]] = []
     tokens = TokenCounter()
