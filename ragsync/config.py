@@ -128,7 +128,9 @@ class StateConfig:
 
 @dataclass(frozen=True)
 class StoreConfig:
-    kind: str = "qdrant"  # a registered store kind (ragsync.registry)
+    # auto: Qdrant Edge; a Qdrant server when url is set; local mode where path holds a
+    # local-mode collection already (README "Vector stores"). Or a registered kind.
+    kind: str = "auto"
     path: str = path_field(".ragsync/qdrant")
     url: str | None = checked(store_url, None)
     api_key: str | None = None
@@ -357,11 +359,12 @@ def config_from_mapping(
 
 def _check_together(reader: TableReader, config: Config) -> None:
     """Check what depends on other keys, the registry or the disk."""
-    from ragsync.registry import store_kinds
+    from ragsync.registry import AUTO, store_kinds
 
     store, fetch, embedder = config.store, config.fetch, config.embedder
-    if store.kind not in store_kinds():
-        hint, known = reader.hint(store.kind, set(store_kinds())), ", ".join(store_kinds())
+    kinds = [AUTO, *store_kinds()]
+    if store.kind not in kinds:
+        hint, known = reader.hint(store.kind, set(kinds)), ", ".join(kinds)
         reader.fail("store.kind", f"unknown store kind {store.kind!r}{hint} (known: {known})")
     # The path is used only without a URL: a server keeps its own files.
     if not config.state.url:

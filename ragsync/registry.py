@@ -6,12 +6,20 @@ Source connectors register under the ``ragsync.sources`` group and vector stores
 
 from __future__ import annotations
 
+import logging
 from functools import cache
 from importlib.metadata import entry_points
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ragsync.config import StoreConfig
 
 SOURCES = "ragsync.sources"
 STORES = "ragsync.stores"
+AUTO = "auto"
+log = logging.getLogger("ragsync")
+_warned: set[str] = set()
 
 
 @cache
@@ -49,3 +57,37 @@ def source_kinds() -> list[str]:
 def store_kinds() -> list[str]:
     """Every installed vector-store kind."""
     return sorted(_group(STORES))
+
+
+def store_kind(config: StoreConfig) -> str:
+    """The store kind ``config`` names, with ``auto`` (the default) resolved: a Qdrant server
+    when ``url`` is set; Qdrant Edge when ``path`` holds an Edge collection of that name or no
+    local-mode store; else Qdrant local mode, which made that folder before Edge was the
+    default (README "Vector stores")."""
+    if config.kind != AUTO:
+        return config.kind
+    if config.url:
+        return "qdrant"
+    folder = Path(config.path)
+    if (folder / config.collection / "ragsync-collection.json").is_file():
+        return "qdrant_edge"
+    return "qdrant" if (folder / "meta.json").is_file() else "qdrant_edge"
+
+
+def open_store(config: StoreConfig) -> Any:
+    """The vector store ``config`` describes (not yet opened: stores open on first use).
+
+    An ``auto`` store that resolves to an existing local-mode collection is kept there, with a
+    warning once per process naming the move to Qdrant Edge.
+    """
+    kind = store_kind(config)
+    if config.kind == AUTO and kind == "qdrant" and not config.url and config.path not in _warned:
+        _warned.add(config.path)
+        log.warning(
+            "%s is a Qdrant local-mode folder, which ragsync keeps using; local mode slows "
+            "down past about 100,000 points: to move to Qdrant Edge with no text embedded "
+            'again, set [store] kind = "qdrant_edge" with a new path and run `ragsync '
+            'reindex`; set kind = "qdrant" to keep local mode and silence this',
+            config.path,
+        )
+    return store_class(kind).from_config(config)

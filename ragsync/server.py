@@ -54,7 +54,7 @@ from ragsync.embed import Embedder, embedder_from_config
 from ragsync.errors import ConfigError, RagsyncError
 from ragsync.models import Counters
 from ragsync.pipeline.targets import outside
-from ragsync.registry import store_class
+from ragsync.registry import open_store
 from ragsync.retrieval import NoSparseVectors, sparse_index
 from ragsync.runlock import RunLocked
 from ragsync.searchapi import (
@@ -96,8 +96,7 @@ class ServeLoop:
     store: SharedStore = field(init=False)
 
     def __post_init__(self) -> None:
-        kind = store_class(self.config.store.kind)
-        self.store = SharedStore(lambda: kind.from_config(self.config.store))
+        self.store = SharedStore(lambda: open_store(self.config.store))
 
     def loop(self) -> None:
         with Syncer(self.config, store=self.store) as syncer:

@@ -26,7 +26,7 @@ from ragsync.models import SyncResult
 from ragsync.politeness import PoliteFetcher
 from ragsync.progress import LogProgress, Progress
 from ragsync.protocols import VectorStore
-from ragsync.registry import store_class
+from ragsync.registry import open_store
 from ragsync.state import StateDB
 
 log = logging.getLogger("ragsync")
@@ -88,7 +88,7 @@ class Engine:
     @property
     def store(self) -> VectorStore:
         if self._store is None:
-            self._store = store_class(self.config.store.kind).from_config(self.config.store)
+            self._store = open_store(self.config.store)
         return self._store
 
     @cached_property

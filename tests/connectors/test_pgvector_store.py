@@ -77,7 +77,7 @@ def test_bm25_over_pgvector_scores_as_qdrants_idf_modifier_through_edits_and_del
     table = table_name(tmp_path)
     stores = {
         "pgvector": {"kind": "pgvector", "url": postgres_url(), "collection": table},
-        "qdrant": {"path": str(tmp_path / "qdrant"), "collection": "bm25"},
+        "qdrant": {"kind": "qdrant", "path": str(tmp_path / "qdrant"), "collection": "bm25"},
     }
     queries = ["CARGO_TARGET_DIR", "operators tune throttling", "--locked crate", "retention"]
 

@@ -19,6 +19,7 @@ CONFIG = """
 {state}
 
 [store]
+kind = "qdrant"
 path = "qdrant"
 collection = "crash"
 

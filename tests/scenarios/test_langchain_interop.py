@@ -7,7 +7,10 @@ from langchain_core.embeddings import Embeddings
 from langchain_qdrant import QdrantVectorStore, RetrievalMode, SparseEmbeddings, SparseVector
 from qdrant_client import QdrantClient
 
+from ragsync.retriever import RagsyncRetriever
 from ragsync.sparse import SPARSE_NAME, encode, encode_query
+from ragsync.sync import Syncer
+from tests.support import make_config, sitemap_source
 
 
 class RagsyncSparse(SparseEmbeddings):
@@ -86,3 +89,39 @@ def test_langchain_qdrant_in_hybrid_mode_reads_the_sparse_vectors(
             assert len(hybrid.similarity_search(query, k=3)) == 3
     finally:
         client.close()
+
+
+def test_ragsync_retriever_gives_a_chain_what_langchain_qdrant_gives_it_on_any_store(
+    tmp_path, site, make_syncer, embedder, real_embedder
+):
+    syncer = make_syncer(site)  # Qdrant local mode: langchain_qdrant can open it
+    syncer.run()
+    syncer.engine.release_store()
+    queries = ["how does throttling behave under load?", "encryption limits", "guide 2"]
+    client = QdrantClient(path=str(tmp_path / "qdrant"))
+    try:
+        store = QdrantVectorStore(
+            client=client, collection_name="test", embedding=MiniLM(real_embedder)
+        )
+        expected = {
+            q: [(d.metadata["url"], d.page_content) for d in store.similarity_search(q, k=3)]
+            for q in queries
+        }
+    finally:
+        client.close()
+
+    # The same site in Qdrant Edge, the embedded default, which qdrant-client cannot open.
+    config = make_config(
+        tmp_path / "edge",
+        [sitemap_source(site)],
+        store={"kind": "qdrant_edge", "path": str(tmp_path / "edge" / "shards")},
+    )
+    with Syncer(config, embedder=embedder) as edge:
+        assert edge.run().ok
+        retriever = RagsyncRetriever(syncer=edge, k=3, mode="dense")
+        for query in queries:
+            docs = retriever.invoke(query)
+            assert [(d.metadata["url"], d.page_content) for d in docs] == expected[query]
+            assert {"title", "headings", "source", "doc_key", "score"} <= set(docs[0].metadata)
+        hybrid = RagsyncRetriever(syncer=edge, k=2, source="docs").invoke("encryption limits")
+        assert len(hybrid) == 2 and hybrid[0].metadata["sparse_score"] is not None

@@ -65,7 +65,8 @@ def state_table(folder: Path) -> dict[str, Any]:
 
 
 def store_table(tmp_path: Path) -> dict[str, Any]:
-    """The ``[store]`` table of a test: Qdrant local mode, or a fresh pgvector table."""
+    """The ``[store]`` table of a test: Qdrant local mode (named: the default ``auto`` would
+    choose Edge for a new folder), Qdrant Edge, or a fresh pgvector table."""
     if TEST_STORE == "pgvector":
         # Named after the whole folder: tests that keep several states in sub-folders of
         # the same name ("s0", "s1") must not share a table.
@@ -74,7 +75,7 @@ def store_table(tmp_path: Path) -> dict[str, Any]:
         return {"kind": "pgvector", "url": postgres_url(), "collection": table}
     if TEST_STORE == "qdrant_edge":
         return {"kind": "qdrant_edge", "path": str(tmp_path / "edge"), "collection": "test"}
-    return {"path": str(tmp_path / "qdrant"), "collection": "test"}
+    return {"kind": "qdrant", "path": str(tmp_path / "qdrant"), "collection": "test"}
 
 
 def sitemap_source(site: DevSite, path: str = "/sitemap.xml", **extra: Any) -> dict[str, Any]:
