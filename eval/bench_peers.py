@@ -14,7 +14,8 @@ Model tokens are what MiniLM reads: each text's token count with the model's own
 process. A peer reports the texts it gave the model; for ragsync, which does not list them, they
 are its new texts (its minimum), shown only when their number equals the texts it embedded.
 
-A system named ``ragsync:BACKEND`` (``ragsync:onnx-int8``) is ragsync with ``[embedder] backend``
+A system named ``ragsync:BACKEND[:MAX_TOKENS]`` (``ragsync:onnx-int8``,
+``ragsync:onnx-int8:128``) is ragsync with ``[embedder] backend`` (and ``[chunker] max_tokens``)
 set; its questions are embedded with the same backend, so its index is read as it was written.
 
 Usage: python eval/bench_peers.py [--pages 200] [--steps 8] [--systems ragsync,cocoindex,...]
@@ -59,16 +60,19 @@ class System:
         self.name = name
         self.work = work / name
         self.work.mkdir(parents=True)
-        self.backend = name.partition(":")[2] or "torch"
-        if name.partition(":")[0] == "ragsync":
+        kind, _, variant = name.partition(":")
+        backend, _, max_tokens = variant.partition(":")
+        self.backend = backend or "torch"
+        if kind == "ragsync":
             config = self.work / "ragsync.toml"
             # every = "0s": each run revalidates every page, like the peers re-read every page.
             # One 404/410 deletes a page, as the peers do (ragsync's default asks for two
-            # observations an hour apart). The store is named: the peers are read back through
-            # qdrant-client's local mode.
+            # observations an hour apart). The store is the default one (Qdrant Edge), read
+            # back through ragsync's own connector.
             config.write_text(
-                f'[store]\nkind = "qdrant"\n[embedder]\nbackend = "{self.backend}"\n'
-                f'[[sources]]\nid = "docs"\nkind = "sitemap"\nurl = "{sitemap}"\n'
+                f'[embedder]\nbackend = "{self.backend}"\n'
+                + (f"[chunker]\nmax_tokens = {max_tokens}\n" if max_tokens else "")
+                + f'[[sources]]\nid = "docs"\nkind = "sitemap"\nurl = "{sitemap}"\n'
                 'every = "0s"\nmissing_confirmations = 1\nmissing_grace = "0s"\n'
             )
             self.command = [
@@ -80,6 +84,7 @@ class System:
                 "--config",
                 str(config),
             ]
+            self.config = config
             self.store, self.collection = self.work / ".ragsync" / "qdrant", "ragsync"
         else:
             self.command = [sys.executable, str(HERE / "peers.py"), name, str(self.work), sitemap]
@@ -119,9 +124,25 @@ class System:
             report.get("embedded"),
         )
 
+    def ragsync_store(self) -> Any:
+        """ragsync's store, opened as ragsync opens it (None for a peer)."""
+        if not self.name.startswith("ragsync"):
+            return None
+        from ragsync.config import load_config
+        from ragsync.registry import open_store
+
+        return open_store(load_config(self.config).store)
+
     def points(self) -> list[dict[str, Any]]:
         """Every point: ``url``, ``text`` (the chunk) and ``embedded`` (what the model saw)."""
         from qdrant_client import QdrantClient
+
+        own = self.ragsync_store()
+        if own is not None:
+            try:
+                return [self._point(payload) for _, payload, _ in own.points()]
+            finally:
+                own.close()
 
         client = QdrantClient(path=str(self.store))
         try:
@@ -157,6 +178,13 @@ class System:
     def search(self, vectors: list[list[float]], limit: int = 10) -> list[list[str]]:
         """The URLs of the top ``limit`` points for each query vector."""
         from qdrant_client import QdrantClient
+
+        own = self.ragsync_store()
+        if own is not None:
+            try:
+                return [[hit.url for hit in own.search(v, limit)] for v in vectors]
+            finally:
+                own.close()
 
         client = QdrantClient(path=str(self.store))
         try:
