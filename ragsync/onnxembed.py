@@ -238,9 +238,9 @@ def ensure_export(model: LocalModel, folder: Path, *, quantize: bool) -> Path:
         }
         text = json.dumps(manifest, indent=2) + "\n"
         write_atomically(manifest_path(path), lambda temporary: temporary.write_text(text))
-    except ImportError as exc:  # onnx, for quantisation, comes with the extra
+    except ImportError as exc:  # onnx quantises: a dependency of ragsync, so a broken install
         raise EmbedError(
-            str(path), f"ONNX export needs {exc.name}: pip install 'ragsync[onnx]'"
+            str(path), f"ONNX export needs {exc.name}, a ragsync dependency: reinstall ragsync"
         ) from exc
     except (OSError, RuntimeError, ValueError) as exc:
         raise EmbedError(str(path), f"ONNX export failed ({type(exc).__name__}: {exc})") from exc
@@ -276,7 +276,8 @@ class OnnxEmbedder(LocalModel):
         self.cache_dir = Path(cache_dir) if cache_dir else cache_root()
         if find_spec("onnxruntime") is None:
             raise ConfigError(
-                f"backend {self.backend!r} needs onnxruntime: pip install 'ragsync[onnx]'",
+                f"backend {self.backend!r} needs onnxruntime, a ragsync dependency: reinstall "
+                'ragsync, or set backend = "torch"',
                 key="embedder.backend",
             )
         modules = json.loads((self.path / "modules.json").read_text())

@@ -266,8 +266,13 @@ def create_app(
     # waits for another writer are bounded, so a busy DB is a 503, never a hung request.
     state = StateDB.from_config(config.state)
     state.wait_for_writers_at_most(STATE_WAIT)
+
+    def embedder() -> Embedder:  # the collection's own backend (README "Embedding backends")
+        made_by = state.index.get_collection_model(config.store.collection)
+        return embedder_from_config(config.embedder, config.base_dir, collection_model=made_by)
+
     warm = WarmSearch(
-        embedder_factory or partial(embedder_from_config, config.embedder, config.base_dir),
+        embedder_factory or embedder,
         loop.store,
         config,
         partial(sparse_index, state, config.store.collection),

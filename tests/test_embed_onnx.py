@@ -93,8 +93,12 @@ def test_config_chooses_the_backend_and_refuses_unknown_values(tmp_path):
     config = make_config(tmp_path, URLS, embedder={"backend": "onnx-int8"})
     embedder = embedder_from_config(config.embedder)
     assert isinstance(embedder, OnnxEmbedder) and embedder.quantize
-    default = embedder_from_config(make_config(tmp_path, URLS).embedder)
-    assert type(default) is SentenceTransformerEmbedder
+    default = make_config(tmp_path, URLS).embedder  # auto: int8 for a new collection ...
+    assert embedder_from_config(default).backend == "onnx-int8"
+    torch = embedder_from_config(default, collection_model=embedder.model_id.split(";onnx")[0])
+    assert type(torch) is SentenceTransformerEmbedder  # ... the old one's own backend
+    named = make_config(tmp_path, URLS, embedder={"backend": "torch"}).embedder
+    assert type(embedder_from_config(named)) is SentenceTransformerEmbedder
     with pytest.raises(ConfigError, match=r"embedder\.backend: .*did you mean 'onnx-int8'") as e:
         make_config(tmp_path, URLS, embedder={"backend": "onnx_int8"})
     assert e.value.key == "embedder.backend"
@@ -117,9 +121,13 @@ def test_a_missing_onnxruntime_or_another_pooling_is_a_config_error(tmp_path, mo
     pooling.write_text(json.dumps(settings))
     with pytest.raises(ConfigError, match="mean pooling only.*pooling_mode_cls_token"):
         OnnxEmbedder(str(folder), cache_dir=tmp_path)
+    # backend auto (the default) runs such a model on torch rather than refuse it
+    auto = make_config(tmp_path, URLS, embedder={"model": str(folder)}).embedder
+    assert type(embedder_from_config(auto)) is SentenceTransformerEmbedder
     monkeypatch.setattr(onnxembed, "find_spec", lambda name: None)
-    with pytest.raises(ConfigError, match=r"needs onnxruntime: pip install 'ragsync\[onnx\]'"):
+    with pytest.raises(ConfigError, match=r"needs onnxruntime, a ragsync dependency"):
         OnnxEmbedder(cache_dir=tmp_path)
+    assert type(embedder_from_config(auto)) is SentenceTransformerEmbedder
 
 
 def test_the_export_is_reused_and_a_damaged_or_partial_one_is_made_again(
@@ -175,7 +183,7 @@ def test_a_failed_quantisation_names_the_missing_package_and_leaves_no_file(
         raise ModuleNotFoundError("No module named 'onnx'", name="onnx")
 
     monkeypatch.setattr(onnxembed, "quantize_int8", no_onnx)
-    with pytest.raises(EmbedError, match=r"needs onnx: pip install 'ragsync\[onnx\]'"):
+    with pytest.raises(EmbedError, match=r"needs onnx, a ragsync dependency: reinstall"):
         OnnxEmbedder(quantize=True, cache_dir=tmp_path).ensure_export()
     assert sorted(p.name for p in tmp_path.iterdir()) == [source.name, f"{source.name}.json"]
 
@@ -240,5 +248,37 @@ def test_a_collection_embedded_by_one_backend_refuses_another(tmp_path, int8, re
             pytest.raises(StoreError, match="onnx-int8.*ragsync reindex"),
         ):
             syncer.run()
+    finally:
+        site.stop()
+
+
+@pytest.mark.e2e
+def test_auto_backend_is_int8_for_a_new_index_and_the_collections_own_for_an_old_one(
+    tmp_path, real_embedder
+):
+    site = DevSite(example_pages(2))
+    site.start()
+    try:
+        new = make_config(tmp_path / "new", [sitemap_source(site)])
+        assert new.embedder.backend == "auto"
+        with Syncer(new) as syncer:  # no embedder injected: the config's default
+            assert syncer.run().ok
+            assert syncer.engine.model_id.endswith(";onnx-int8")
+            assert syncer.search("how is throttling tuned?", k=1)
+
+        # An index torch built before int8 was the default goes on with torch: nothing is
+        # refused, nothing embedded again, and a changed page is embedded by torch.
+        old = make_config(tmp_path / "old", [sitemap_source(site)])
+        with Syncer(old, embedder=real_embedder) as syncer:
+            assert syncer.run().ok
+        site.set_page("/guide/page-1", "Throttling", "The gateway allows 50 requests a second.")
+        with Syncer(old) as syncer:
+            result = syncer.run()
+            assert result.ok and result.counters.chunks_embedded == 1
+            assert syncer.engine.model_id == real_embedder.model_id
+        with Syncer(old) as syncer:  # and its queries are embedded by torch too
+            hits = syncer.search("how many requests does the gateway allow a second?", k=3)
+            assert any(hit.url.endswith("page-1") for hit in hits)
+            assert syncer.engine.model_id == real_embedder.model_id
     finally:
         site.stop()
