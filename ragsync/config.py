@@ -178,7 +178,8 @@ class EmbedderConfig:
 
 @dataclass(frozen=True)
 class ChunkerConfig:
-    max_tokens: int = bounded(160, ge=16)  # ragsync.chunk.Chunker needs room for a heading
+    # Measured: eval/bench_peers.py, eval/bench_retrieval.py (README "Structure-aware chunks")
+    max_tokens: int = bounded(128, ge=16)  # ragsync.chunk.Chunker needs room for a heading
 
 
 @dataclass(frozen=True)

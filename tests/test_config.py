@@ -31,7 +31,8 @@ def test_minimal_file_gets_defaults_and_paths_relative_to_the_file(tmp_path):
     assert config.sources[0].options.url == "https://example.org/sitemap.xml"
     assert config.state.path == str(tmp_path / ".ragsync" / "state.db")
     assert config.store.path == str(tmp_path / ".ragsync" / "qdrant")
-    assert config.chunker.max_tokens == 160
+    assert config.chunker.max_tokens == 128
+    assert (config.store.kind, config.embedder.backend) == ("auto", "auto")
     assert config.sources[0].missing_grace == 3600
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.chunker.max_tokens = 1  # type: ignore[misc]
