@@ -7,10 +7,11 @@ Steps and what each compares:
    everything) → wall-time and bytes-downloaded ratios.
 3. small edit (one paragraph on 5% of pages): `ragsync run` vs the naive approach.
 
-Usage: python eval/bench_core.py [--pages 120] [--backend torch|onnx|onnx-int8]
-→ writes eval/results/core.json and core.md (core-onnx.json, … for another backend).
-With ``--backend``, ragsync runs with ``[embedder] backend`` set and the bare loop runs the same
-backend; an ONNX export is made (or found in the cache) before the timed runs, once per machine.
+Usage: python eval/bench_core.py [--pages 120] [--backend onnx-int8|onnx|torch]
+→ writes eval/results/core.json and core.md for ragsync's default backend (onnx-int8: a new
+index's; README "Embedding backends"), core-torch.json, … for another. ragsync runs with
+``[embedder] backend`` set and the bare loop runs the same backend; an ONNX export is made (or
+found in the cache) before the timed runs, once per machine.
 """
 
 from __future__ import annotations
@@ -49,17 +50,16 @@ def site_traffic(site: DevSite, since: int) -> tuple[int, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pages", type=int, default=120)
-    parser.add_argument("--backend", choices=("torch", "onnx", "onnx-int8"), default="torch")
+    parser.add_argument("--backend", choices=("onnx-int8", "onnx", "torch"), default="onnx-int8")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     options = parser.parse_args()
     bare_args = [str(HERE / "bare_embed.py"), "texts.json"]
-    embedder_table = ""
+    embedder_table = f'\n[embedder]\nbackend = "{options.backend}"\n'
     if options.backend != "torch":
         from ragsync.onnxembed import OnnxEmbedder
 
         export = OnnxEmbedder(quantize=options.backend == "onnx-int8").ensure_export()
         bare_args += ["--onnx", str(export)]
-        embedder_table = f'\n[embedder]\nbackend = "{options.backend}"\n'
 
     work = Path(tempfile.mkdtemp(prefix="ragsync-bench-"))
     site = DevSite(make_site_pages(options.pages))
@@ -149,7 +149,7 @@ def main() -> None:
         "rows": rows,
         "ratios": ratios,
     }
-    name = "core" if options.backend == "torch" else f"core-{options.backend}"
+    name = "core" if options.backend == "onnx-int8" else f"core-{options.backend}"
     (options.out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     table = [
         f"Site: {options.pages} pages, {len(texts)} chunks, served on 127.0.0.1; 2 CPU cores; "

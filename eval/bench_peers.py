@@ -40,7 +40,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from eval.evolving import EvolvingSite, check_index  # noqa: E402
 
-SYSTEMS = ("ragsync", "langchain-incremental", "langchain-full", "llamaindex", "cocoindex")
+SYSTEMS = ("ragsync", "ragsync:torch", "langchain-incremental", "langchain-full", "llamaindex")
+SYSTEMS += ("cocoindex",)
 STEPS: list[tuple[str, Callable[[EvolvingSite], str]]] = [
     ("cold sync", lambda site: f"{len(site.live)} pages"),
     ("no change", lambda site: "nothing changed"),

@@ -1,9 +1,10 @@
 """Gather the benchmark results into eval/results/README.md and the README's benchmark tables.
 
-Reads eval/results/{peers,core,noop,noop-1m,stores,stores-1m,workers-100k,workers,docsites,
-retrieval,search,backends,revalidate,startup}.md, faults.json and webhooks.json (whichever
-exist) and rewrites the text between ``<!-- bench:begin -->`` and ``<!-- bench:end -->`` in the
-top-level README, so the published figures are always the last measured ones.
+Reads eval/results/{peers,core,core-torch,noop,stores,stores-1m,stores-1m-engines,workers-100k,
+workers,docsites,retrieval,search,backends,revalidate,startup}.md, faults.json and
+webhooks.json (whichever exist) and rewrites the text between ``<!-- bench:begin -->`` and
+``<!-- bench:end -->`` in the top-level README, so the published figures are always the last
+measured ones.
 
 Usage: python eval/report.py
 """
@@ -25,10 +26,11 @@ def tables() -> str:
     for name, heading in (
         ("peers", "Side by side with LangChain, LlamaIndex and CocoIndex (`eval/bench_peers.py`)"),
         ("core", "Against the bare model and a naive re-crawl (`eval/bench_core.py`)"),
+        ("core-torch", "The same on the torch backend (`eval/bench_core.py --backend torch`)"),
         ("noop", "A no-op run on a large state (`eval/bench_noop.py`)"),
-        ("noop-1m", "A no-op run on 1,000,000 documents (`eval/bench_noop.py`)"),
         ("stores", "Embedded vector engines (`eval/bench_stores.py`)"),
         ("stores-1m", "The embedded default at 1,000,000 points (`eval/bench_stores.py`)"),
+        ("stores-1m-engines", "Every embedded engine at 1,000,000 points (`make bench-1m`)"),
         ("workers-100k", "Workers at 100,000 pages (`eval/bench_workers.py`)"),
         ("workers", "Workers sharing one PostgreSQL (`eval/bench_workers.py`)"),
         (
