@@ -195,17 +195,18 @@ def test_healthz_answers_while_a_search_is_in_flight(tmp_path, site):
 
 
 def test_syncer_search_keeps_its_model_between_calls(tmp_path, site, monkeypatch):
-    import sentence_transformers
+    import onnxruntime
 
     loads = []
-    real = sentence_transformers.SentenceTransformer
+    real = onnxruntime.InferenceSession
 
     class Counting(real):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, **kwargs: Any):
             loads.append(args)
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", Counting)
+    # The default backend (int8, README "Embedding backends") loads the model as a session.
+    monkeypatch.setattr(onnxruntime, "InferenceSession", Counting)
     config = load_config(write_config(tmp_path, site.base_url, free_port()))
     with Syncer(config) as syncer:  # the configured model, built by the syncer
         for question in ("one", "two", "three"):
