@@ -39,6 +39,8 @@ from ragsync.embed import DEFAULT_MODEL, LocalModel
 from ragsync.errors import ConfigError, EmbedError
 
 log = logging.getLogger("ragsync")
+# Shown without -v (like a sync's progress lines): the first run pauses for the export.
+progress = logging.getLogger("ragsync.progress")
 
 # Bump when the export or quantisation recipe changes: files of an older recipe are not used.
 EXPORT_RECIPE = 1
@@ -218,7 +220,7 @@ def ensure_export(model: LocalModel, folder: Path, *, quantize: bool) -> Path:
         return path
     source = ensure_export(model, folder, quantize=False) if quantize else None
     variant = "int8" if quantize else "fp32"
-    log.info("exporting %s to ONNX (%s) as %s: once, some seconds", label, variant, path)
+    progress.info("exporting %s to ONNX (%s) as %s: once, some seconds", label, variant, path)
     started = time.monotonic()
     try:
         if source is not None:
