@@ -25,9 +25,10 @@ from uuid import UUID
 from ragsync.config import StoreConfig
 from ragsync.errors import StoreError
 from ragsync.models import Hit
+from ragsync.registry import EDGE_META
 from ragsync.sparse import SPARSE_NAME, SparseVector, with_sparse
 
-META = "ragsync-collection.json"
+META = EDGE_META  # `[store] kind = "auto"` looks for it (README "Vector stores")
 
 
 class QdrantEdgeStore:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 SOURCES = "ragsync.sources"
 STORES = "ragsync.stores"
 AUTO = "auto"
+EDGE_META = "ragsync-collection.json"  # what the qdrant_edge connector writes per collection
 log = logging.getLogger("ragsync")
 _warned: set[str] = set()
 
@@ -69,7 +70,7 @@ def store_kind(config: StoreConfig) -> str:
     if config.url:
         return "qdrant"
     folder = Path(config.path)
-    if (folder / config.collection / "ragsync-collection.json").is_file():
+    if (folder / config.collection / EDGE_META).is_file():
         return "qdrant_edge"
     return "qdrant" if (folder / "meta.json").is_file() else "qdrant_edge"
 
@@ -77,8 +78,8 @@ def store_kind(config: StoreConfig) -> str:
 def open_store(config: StoreConfig) -> Any:
     """The vector store ``config`` describes (not yet opened: stores open on first use).
 
-    An ``auto`` store that resolves to an existing local-mode collection is kept there, with a
-    warning once per process naming the move to Qdrant Edge.
+    An ``auto`` store whose folder local mode made stays in local mode, with a warning once per
+    process naming the move to Qdrant Edge.
     """
     kind = store_kind(config)
     if config.kind == AUTO and kind == "qdrant" and not config.url and config.path not in _warned:

@@ -268,7 +268,7 @@ def create_app(
     state.wait_for_writers_at_most(STATE_WAIT)
 
     def embedder() -> Embedder:  # the collection's own backend (README "Embedding backends")
-        made_by = state.index.get_collection_model(config.store.collection)
+        made_by = state.index.model_for(config.store.collection)
         return embedder_from_config(config.embedder, config.base_dir, collection_model=made_by)
 
     warm = WarmSearch(

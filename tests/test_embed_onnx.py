@@ -280,5 +280,21 @@ def test_auto_backend_is_int8_for_a_new_index_and_the_collections_own_for_an_old
             hits = syncer.search("how many requests does the gateway allow a second?", k=3)
             assert any(hit.url.endswith("page-1") for hit in hits)
             assert syncer.engine.model_id == real_embedder.model_id
+        # A new collection of that index (a move to another store) keeps torch too, so its
+        # points come from the cache: nothing is embedded again.
+        moved = make_config(
+            tmp_path / "old",
+            [sitemap_source(site)],
+            store={
+                "kind": "qdrant_edge",
+                "path": str(tmp_path / "old" / "edge"),
+                "collection": "moved",
+            },
+        )
+        with Syncer(moved) as syncer:
+            result = syncer.reindex()
+            assert result.ok and result.counters.chunks_embedded == 0
+            assert result.counters.points_upserted > 0
+            assert syncer.engine.model_id == real_embedder.model_id
     finally:
         site.stop()

@@ -82,7 +82,7 @@ class Engine:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            made_by = self.state.index.get_collection_model(self.config.store.collection)
+            made_by = self.state.index.model_for(self.config.store.collection)
             self._embedder = embedder_from_config(
                 self.config.embedder, self.config.base_dir, collection_model=made_by
             )

@@ -57,6 +57,17 @@ class Index(Repository):
         row = next(iter(self.db.query(sql, [name])), None)
         return row["model_id"] if row else None
 
+    def model_for(self, name: str) -> str | None:
+        """The model whose backend ``[embedder] backend = "auto"`` follows for collection
+        ``name``: its own, else the one this state recorded last (a new collection of an
+        existing index keeps the index's backend, and its cached vectors), else None."""
+        own = self.get_collection_model(name)
+        if own is not None:
+            return own
+        sql = "select model_id from collections order by created_at desc, name limit 1"
+        row = next(iter(self.db.query(sql)), None)
+        return row["model_id"] if row else None
+
     def put_collection(self, name: str, model_id: str, dimension: int, at: str) -> None:
         with self.state.write():
             self.db.table("collections").upsert(
