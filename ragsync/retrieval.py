@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
+from ragsync.config import SPARSE_WEIGHT
 from ragsync.errors import StoreError
 from ragsync.models import Hit
 from ragsync.sparse import encode_query, idf, query_dimensions
@@ -97,7 +98,7 @@ def retrieve(
     embed: Callable[[str], Sequence[float]],
     index: SparseIndex,
     mode: Mode,
-    sparse_weight: float = 1.0,
+    sparse_weight: float = SPARSE_WEIGHT,
     source: str | None = None,
     collection: str = "",
 ) -> list[Hit]:
