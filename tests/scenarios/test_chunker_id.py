@@ -24,7 +24,7 @@ def test_a_changed_max_tokens_refuses_the_run_until_reindex(tmp_path, site, embe
     source = [sitemap_source(site)]
     with Syncer(make_config(tmp_path, source), embedder=embedder) as syncer:
         assert syncer.run().ok
-        assert chunkers(syncer) == {"docs": "cdc1;max=160"}
+        assert chunkers(syncer) == {"docs": "cdc1;max=128"}
         points = {pid for pid, _, _ in syncer.store.points()}
         syncer.store.close()
     hits = len(site.hits)
@@ -34,8 +34,8 @@ def test_a_changed_max_tokens_refuses_the_run_until_reindex(tmp_path, site, embe
         with pytest.raises(StateError) as refused:
             syncer.run()
         message = str(refused.value)
-        assert "'docs' (cdc1;max=160)" in message and "cdc1;max=60" in message
-        assert "ragsync reindex" in message and "chunker.max_tokens back to 160" in message
+        assert "'docs' (cdc1;max=128)" in message and "cdc1;max=60" in message
+        assert "ragsync reindex" in message and "chunker.max_tokens back to 128" in message
         assert len(site.hits) == hits  # refused before any request
         assert {pid for pid, _, _ in syncer.store.points()} == points  # nothing written
         syncer.store.close()
@@ -57,14 +57,14 @@ def test_a_state_from_before_chunker_ids_is_the_greedy_packer_and_needs_a_reinde
             syncer.state.db.execute("delete from chunkers")
     hits = len(site.hits)
     with Syncer(config, embedder=embedder) as syncer:
-        with pytest.raises(StateError, match=r"'docs' \(greedy0;max=160\)"):
+        with pytest.raises(StateError, match=r"'docs' \(greedy0;max=128\)"):
             syncer.run()
         assert chunkers(syncer) == {}  # the refusal records nothing
         with pytest.raises(StateError):
             syncer.plan()  # the plan takes the run's path, and says the same
         assert len(site.hits) == hits
         assert syncer.reindex().ok
-        assert chunkers(syncer) == {"docs": "cdc1;max=160"}
+        assert chunkers(syncer) == {"docs": "cdc1;max=128"}
         assert syncer.run().ok
 
 
@@ -75,4 +75,4 @@ def test_a_source_without_chunks_takes_the_configured_chunker(tmp_path, site, em
         with syncer.state.write():  # an upgraded state that never indexed anything
             syncer.state.db.execute("delete from chunkers")
         assert syncer.run().ok
-        assert chunkers(syncer) == {"docs": "cdc1;max=160"}
+        assert chunkers(syncer) == {"docs": "cdc1;max=128"}
