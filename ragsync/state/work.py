@@ -32,18 +32,23 @@ class WorkQueue(Repository):
         back, not queued already) in one statement, so a page a worker commits at the same
         moment is either still queued or no longer due; return how many were queued."""
         with self.state.write():
+            # The due pages are found through the (source_id, next_check_at) index and the
+            # retries due, then joined to their documents: written as one condition with an OR
+            # (due, or a retry due), PostgreSQL read every document of the source, at every
+            # step of every worker (README "Scaling out").
             cursor = self.db.execute(
                 "insert into work (doc_key, source_id, position, url, unlisted, enqueued_at) "
-                "select d.doc_key, d.source_id, 0, d.canonical_url, 0, ? from documents d "
+                "select d.doc_key, d.source_id, 0, d.canonical_url, 0, ? from ("
+                "select doc_key from documents where source_id = ? and next_check_at <= ? "
+                "union select doc_key from fetch_attempts where state = 'retrying' "
+                "and next_retry_at <= ?) due join documents d on d.doc_key = due.doc_key "
                 "where d.source_id = ? and d.status != 'tombstoned' and d.extractor != 'record' "
-                "and (d.next_check_at <= ? or exists (select 1 from fetch_attempts r where "
-                "r.doc_key = d.doc_key and r.state = 'retrying' and r.next_retry_at <= ?)) "
                 "and not exists (select 1 from work w where w.doc_key = d.doc_key) "
                 "and not exists (select 1 from fetch_attempts f where f.doc_key = d.doc_key "
                 "and (f.state in ('dead', 'attention') or "
                 "(f.state = 'retrying' and f.next_retry_at > ?))) "
                 "on conflict (doc_key) do nothing",
-                [at, source_id, now, now, now],
+                [at, source_id, now, now, source_id, now],
             )
             queued = cursor.rowcount
             cursor = self.db.execute(  # pages that failed before they were ever indexed
