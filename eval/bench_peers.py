@@ -39,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from eval.evolving import EvolvingSite, check_index  # noqa: E402
+from ragsync.embed import DEFAULT_BACKEND  # noqa: E402
 
 SYSTEMS = ("ragsync", "ragsync:torch", "langchain-incremental", "langchain-full", "llamaindex")
 SYSTEMS += ("cocoindex",)
@@ -63,7 +64,8 @@ class System:
         self.work.mkdir(parents=True)
         kind, _, variant = name.partition(":")
         backend, _, max_tokens = variant.partition(":")
-        self.backend = backend or "torch"
+        # ragsync without a backend named runs its default (auto: a new index's backend)
+        self.backend = backend or (DEFAULT_BACKEND if kind == "ragsync" else "torch")
         if kind == "ragsync":
             config = self.work / "ragsync.toml"
             # every = "0s": each run revalidates every page, like the peers re-read every page.
@@ -71,7 +73,7 @@ class System:
             # observations an hour apart). The store is the default one (Qdrant Edge), read
             # back through ragsync's own connector.
             config.write_text(
-                f'[embedder]\nbackend = "{self.backend}"\n'
+                (f'[embedder]\nbackend = "{backend}"\n' if backend else "")
                 + (f"[chunker]\nmax_tokens = {max_tokens}\n" if max_tokens else "")
                 + f'[[sources]]\nid = "docs"\nkind = "sitemap"\nurl = "{sitemap}"\n'
                 'every = "0s"\nmissing_confirmations = 1\nmissing_grace = "0s"\n'
