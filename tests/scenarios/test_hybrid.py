@@ -95,7 +95,8 @@ def test_sparse_search_finds_exact_terms_and_hybrid_carries_both_scores(tmp_path
             assert hybrid[0].url.endswith("/guide/env")
             top = hybrid[0]
             assert top.dense_score is not None and top.sparse_score is not None
-            assert 2 / (60 + 50) <= top.score <= 2 / 61 + 1e-6  # in both rankings
+            both = 1 + config.search.sparse_weight  # in both rankings: each adds its weight
+            assert both / (60 + 50) <= top.score <= both / 61 + 1e-6
             assert [h.score for h in hybrid] == sorted((h.score for h in hybrid), reverse=True)
             default = syncer.search("CARGO_TARGET_DIR build output", k=3)  # [search] mode
             assert [h.point_id for h in default] == [h.point_id for h in hybrid]
