@@ -87,8 +87,7 @@ class System:
                 "--config",
                 str(config),
             ]
-            self.config = config
-            self.store, self.collection = self.work / ".ragsync" / "qdrant", "ragsync"
+            self.config = config  # its store is read through ragsync's own connector
         else:
             self.command = [sys.executable, str(HERE / "peers.py"), name, str(self.work), sitemap]
             self.store, self.collection = self.work / "qdrant", "peer"
