@@ -58,7 +58,7 @@ def measure(backend: str, work: Path, sitemap: str, questions, bare_runs: int) -
     texts = [chunk.text for _, chunk in state.index.list_chunks()]
     state.close()
     Path(bare_args[1]).write_text(json.dumps(texts))
-    bare = min((run_json(bare_args)[1] for _ in range(bare_runs)), key=lambda b: b["encode_s"])
+    bare = min((run_json(bare_args)[2] for _ in range(bare_runs)), key=lambda b: b["encode_s"])
     embedder = embedder_from_config(load_config(config).embedder)
     vectors = embedder.embed([question for question, _ in questions])
     row = {

@@ -34,19 +34,18 @@ from eval.corpus import edit_paragraph, make_site_pages  # noqa: E402
 from ragsync.state import StateDB  # noqa: E402
 from ragsync.testing import DevSite  # noqa: E402
 
-CPU: dict[str, float] = {}  # CPU seconds of the last process run_json ran
 
-
-def run_json(args: list[str]) -> tuple[float, dict]:
+def run_json(args: list[str]) -> tuple[float, float, dict]:
+    """Run a Python process: its wall and CPU seconds (children included), and its JSON."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    CPU["last"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    return wall, json.loads(proc.stdout)
+    return wall, cpu, json.loads(proc.stdout)
 
 
 def site_traffic(site: DevSite, since: int) -> tuple[int, int]:
@@ -83,14 +82,14 @@ def main() -> None:
 
     def measure(step: str, system: str, args: list[str]) -> dict:
         mark = len(site.hits)
-        wall, report = run_json(args)
+        wall, cpu, report = run_json(args)
         requests, downloaded = site_traffic(site, mark)
         counters = report.get("counters", report)
         row = {
             "step": step,
             "system": system,
             "wall_s": round(wall, 2),
-            "cpu_s": round(CPU["last"], 2),
+            "cpu_s": round(cpu, 2),
             "requests": requests,
             "bytes_downloaded": downloaded,
             "texts_embedded": counters.get("chunks_embedded", counters.get("texts_embedded")),
@@ -108,8 +107,7 @@ def main() -> None:
         state.close()
         (work / "texts.json").write_text(json.dumps(texts))
         bare_args[1] = str(work / "texts.json")
-        bare_wall, bare = run_json(bare_args)
-        bare_cpu = CPU["last"]
+        bare_wall, bare_cpu, bare = run_json(bare_args)
         rows.append(
             {
                 "step": "cold sync",
