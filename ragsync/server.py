@@ -50,9 +50,10 @@ from starlette.routing import Route
 from ragsync.clock import iso, parse_iso, utc_now
 from ragsync.config import Config, resolve_secret
 from ragsync.configvalues import bearer_token, hook_secret, parse_listen
-from ragsync.embed import Embedder, embedder_from_config
+from ragsync.embed import Embedder
 from ragsync.errors import ConfigError, RagsyncError
 from ragsync.models import Counters
+from ragsync.pipeline.context import collection_embedder
 from ragsync.pipeline.targets import outside
 from ragsync.registry import open_store
 from ragsync.retrieval import NoSparseVectors, sparse_index
@@ -266,13 +267,8 @@ def create_app(
     # waits for another writer are bounded, so a busy DB is a 503, never a hung request.
     state = StateDB.from_config(config.state)
     state.wait_for_writers_at_most(STATE_WAIT)
-
-    def embedder() -> Embedder:  # the collection's own backend (README "Embedding backends")
-        made_by = state.index.model_for(config.store.collection)
-        return embedder_from_config(config.embedder, config.base_dir, collection_model=made_by)
-
     warm = WarmSearch(
-        embedder_factory or embedder,
+        embedder_factory or partial(collection_embedder, config, state),
         loop.store,
         config,
         partial(sparse_index, state, config.store.collection),

@@ -31,6 +31,14 @@ from ragsync.state import StateDB
 
 log = logging.getLogger("ragsync")
 
+
+def collection_embedder(config: Config, state: StateDB) -> Embedder:
+    """The configured embedder, on the backend the configured collection (else the index)
+    was built with when ``[embedder] backend = "auto"`` (README "Embedding backends")."""
+    made_by = state.index.model_for(config.store.collection)
+    return embedder_from_config(config.embedder, config.base_dir, collection_model=made_by)
+
+
 LeaseHook = Callable[[str], AbstractContextManager[bool]]
 """A named lease as a context manager yielding whether it is held (workers)."""
 ClaimHook = Callable[[str, str], bool]
@@ -82,10 +90,7 @@ class Engine:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            made_by = self.state.index.model_for(self.config.store.collection)
-            self._embedder = embedder_from_config(
-                self.config.embedder, self.config.base_dir, collection_model=made_by
-            )
+            self._embedder = collection_embedder(self.config, self.state)
         return self._embedder
 
     @property
