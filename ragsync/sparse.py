@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
 from typing import Any
 
 SPARSE_ID = "bm25-en1"  # tokenizer, stemmer, weighting and hashing below: change → new id
@@ -116,15 +117,24 @@ def terms(text: str) -> Iterator[str]:
     run cargo build --locked lock cargo_home cargo home build.rs build rs
     """
     for match in _COMPOUND.finditer(_ESCAPED.sub(r"\1", text)):
-        compound = match.group()
-        if len(compound) > MAX_TERM:
-            continue
-        parts = _parts(compound)
-        if len(parts) > 1 or compound.startswith("-") or "_" in compound:
-            yield compound.lower()
-        for word in parts:
-            if word not in STOP_WORDS:
-                yield stem(word)
+        yield from _compound_terms(match.group())
+
+
+def _compound_terms(compound: str) -> tuple[str, ...]:
+    """The terms one compound of :func:`terms` yields (none for one over :data:`MAX_TERM`)."""
+    if len(compound) > MAX_TERM:
+        return ()
+    parts = _parts(compound)
+    whole = len(parts) > 1 or compound.startswith("-") or "_" in compound
+    words = tuple(stem(word) for word in parts if word not in STOP_WORDS)
+    return (compound.lower(), *words) if whole else words
+
+
+@lru_cache(maxsize=200_000)
+def _compound_dimensions(compound: str) -> tuple[int, ...]:
+    """The dimensions of a compound's terms. Cached: a page's text repeats its words, and
+    hashing every occurrence was most of :func:`encode`'s time."""
+    return tuple(dimension(term) for term in _compound_terms(compound))
 
 
 def dimension(term: str) -> int:
@@ -143,7 +153,8 @@ def encode(text: str) -> SparseVector:
 
     Two terms hashed to one dimension (rare at 10⁹) add their frequencies.
     """
-    counts = Counter(dimension(term) for term in terms(text))
+    compounds = _COMPOUND.findall(_ESCAPED.sub(r"\1", text))
+    counts = Counter(chain.from_iterable(map(_compound_dimensions, compounds)))
     length = sum(counts.values())
     norm = K1 * (1 - B + B * length / AVERAGE_TERMS)
     return _vector({i: tf * (K1 + 1) / (tf + norm) for i, tf in counts.items()})
