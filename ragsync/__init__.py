@@ -11,7 +11,9 @@ Example::
 
 __version__ = "0.1.0"
 
-from ragsync.config import Config, load_config  # noqa: E402
+import importlib  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
+
 from ragsync.errors import (  # noqa: E402
     ConfigError,
     ExtractError,
@@ -21,7 +23,24 @@ from ragsync.errors import (  # noqa: E402
     StoreError,
 )
 from ragsync.models import Change, Counters, Hit, SyncResult  # noqa: E402
-from ragsync.sync import Syncer  # noqa: E402
+
+if TYPE_CHECKING:
+    from ragsync.config import Config, load_config
+    from ragsync.sync import Syncer
+
+# Loaded on first use: a process that needs only part of ragsync (an extraction worker, which
+# starts on the critical path of a cold sync) does not import the sync machinery.
+_LAZY = {"Config": "ragsync.config", "load_config": "ragsync.config", "Syncer": "ragsync.sync"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ragsync' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Change",

@@ -181,3 +181,13 @@ def test_workers_do_not_rerun_the_callers_script(tmp_path):
         [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120
     )
     assert (done.returncode, done.stdout) == (0, "script ran\nHello there.\n"), done.stderr
+
+
+def test_a_worker_imports_the_extractor_not_the_sync_machinery():
+    # A worker starts on the critical path of a cold sync: `import ragsync` must not pull in
+    # the syncer, the state DB or the stores (ragsync/__init__.py loads them on first use).
+    program = "import sys, ragsync.extractpool; print(sorted(m for m in sys.modules if m in {"
+    program += "'ragsync.sync', 'ragsync.state', 'ragsync.config', 'sqlite_utils'}))"
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
