@@ -144,6 +144,10 @@ class SentenceTransformerEmbedder(LocalModel):
         transformers_logging.disable_progress_bar()
         return SentenceTransformer(str(self.path), device="cpu")
 
+    def warm(self) -> None:
+        """Load the model now (the first ``embed`` would)."""
+        self._model  # noqa: B018
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []

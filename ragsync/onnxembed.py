@@ -320,6 +320,10 @@ class OnnxEmbedder(LocalModel):
         tokenizer.no_padding()
         return tokenizer
 
+    def warm(self) -> None:
+        """Load the session and the tokenizer now (the first ``embed`` would)."""
+        self._session, self._window_tokenizer  # noqa: B018
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []

@@ -101,6 +101,7 @@ def check_record(engine: Engine, page: Page) -> Outcome:
         and (document["content_hash"], document["title"]) == (extracted.content_hash, title)
     ):
         return Unchanged(page)
+    engine.warm_embedder()
     return Changed(page, extracted=extracted, chunks=tuple(engine.chunker.chunk(markdown)))
 
 
@@ -313,6 +314,7 @@ class PageChecker:
             return Failed(page, exchange, moved_to=moved_to, reason=reason, verdict="parse_failure")
         if known and known["content_hash"] == extracted.content_hash:
             return Unchanged(page, exchange, raw_hash=digest, links=links)
+        self.engine.warm_embedder()  # new text: the model loads while the window is checked
         chunks = tuple(self.engine.chunker.chunk(extracted.markdown))
         return Changed(
             page,

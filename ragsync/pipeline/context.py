@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -82,6 +83,9 @@ class Engine:
         self.journal_lease: LeaseHook | None = None
         self.claim_page: ClaimHook | None = None
         self.warned: set[str] = set()  # warnings given once per engine (e.g. no sparse vectors)
+        self._warming: threading.Thread | None = None
+        self._warming_lock = threading.Lock()  # fetch threads find new text at the same time
+        self._embedder_lock = threading.Lock()
 
     def now(self) -> str:
         """The clock's "now" as a stored timestamp."""
@@ -90,8 +94,33 @@ class Engine:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = collection_embedder(self.config, self.state)
+            with self._embedder_lock:  # fetch threads may be the first to need it
+                if self._embedder is None:
+                    self._embedder = collection_embedder(self.config, self.state)
         return self._embedder
+
+    def warm_embedder(self) -> None:
+        """Start loading the embedding model in a thread, once per engine: called by a fetch
+        thread that found a page with new text, so that the load overlaps the rest of the
+        window's fetching and extraction instead of following it (a run of 304s and unchanged
+        pages loads nothing). An embedder without a ``warm`` method loads nothing; a failure
+        here is left to the first ``embed`` to report."""
+        if self._warming is not None:
+            return
+        with self._warming_lock:
+            if self._warming is not None:
+                return
+            warm = getattr(self.embedder, "warm", None)
+
+            def load() -> None:
+                try:
+                    if warm is not None:
+                        warm()
+                except Exception:  # noqa: BLE001 - embed() raises it again, with its context
+                    log.debug("loading the embedder ahead failed", exc_info=True)
+
+            self._warming = threading.Thread(target=load, name="ragsync-warm", daemon=True)
+            self._warming.start()
 
     @property
     def store(self) -> VectorStore:
@@ -125,6 +154,8 @@ class Engine:
 
     def close(self) -> None:
         """Release the store, an HTTP embedder this engine built, and the state DB."""
+        if self._warming is not None:  # never leave a model half-loaded at interpreter exit
+            self._warming.join()
         self.release_store()
         close_embedder = getattr(self._embedder, "close", None)
         if self._owns_embedder and close_embedder is not None:

@@ -17,6 +17,11 @@ class CountingEmbedder:
         self.dimension = inner.dimension
         self.max_input_tokens = inner.max_input_tokens
         self.texts: list[str] = []
+        self.warmed = 0  # calls of warm(): a run loads the model ahead when pages are new
+
+    def warm(self) -> None:
+        self.warmed += 1
+        self.inner.warm()
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
