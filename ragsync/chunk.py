@@ -211,6 +211,11 @@ class Chunker:
         placement = "" if self.title == "every" else f";title={self.title}"
         return chunker_id(self.max_tokens) + placement
 
+    def warm(self) -> None:
+        """Load both tokenizers now (the first chunk would)."""
+        count_tiktoken("")
+        self.model_tokens("")
+
     def fits(self, text: str) -> bool:
         return (
             count_tiktoken(text) <= self.max_tokens and self.model_tokens(text) <= self.model_window

@@ -101,7 +101,7 @@ def check_record(engine: Engine, page: Page) -> Outcome:
         and (document["content_hash"], document["title"]) == (extracted.content_hash, title)
     ):
         return Unchanged(page)
-    engine.warm_embedder()
+    engine.warm("embedder")
     return Changed(page, extracted=extracted, chunks=tuple(engine.chunker.chunk(markdown)))
 
 
@@ -307,6 +307,7 @@ class PageChecker:
             known = None  # compared with the target record by the moves stage
         if known and known["raw_hash"] == digest:
             return Unchanged(page, exchange, raw_hash=digest, links=links)
+        self.engine.warm("chunker")  # the tokenizers load while the page is extracted
         try:
             extracted = extract(self.engine, response)
         except ExtractError as exc:
@@ -314,7 +315,7 @@ class PageChecker:
             return Failed(page, exchange, moved_to=moved_to, reason=reason, verdict="parse_failure")
         if known and known["content_hash"] == extracted.content_hash:
             return Unchanged(page, exchange, raw_hash=digest, links=links)
-        self.engine.warm_embedder()  # new text: the model loads while the window is checked
+        self.engine.warm("embedder")  # new text: the model loads while the window is checked
         chunks = tuple(self.engine.chunker.chunk(extracted.markdown))
         return Changed(
             page,

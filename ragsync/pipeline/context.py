@@ -83,8 +83,8 @@ class Engine:
         self.journal_lease: LeaseHook | None = None
         self.claim_page: ClaimHook | None = None
         self.warned: set[str] = set()  # warnings given once per engine (e.g. no sparse vectors)
-        self._warming: threading.Thread | None = None
-        self._warming_lock = threading.Lock()  # fetch threads find new text at the same time
+        self._warming: dict[str, threading.Thread] = {}  # parts loading ahead (warm)
+        self._warming_lock = threading.Lock()  # fetch threads call warm() at the same time
         self._embedder_lock = threading.Lock()
 
     def now(self) -> str:
@@ -99,28 +99,30 @@ class Engine:
                     self._embedder = collection_embedder(self.config, self.state)
         return self._embedder
 
-    def warm_embedder(self) -> None:
-        """Start loading the embedding model in a thread, once per engine: called by a fetch
-        thread that found a page with new text, so that the load overlaps the rest of the
-        window's fetching and extraction instead of following it (a run of 304s and unchanged
-        pages loads nothing). An embedder without a ``warm`` method loads nothing; a failure
-        here is left to the first ``embed`` to report."""
-        if self._warming is not None:
+    def warm(self, part: str) -> None:
+        """Start loading what a window is about to need, in a thread, once per engine and part,
+        so that the load overlaps the window's fetching and extraction instead of following
+        them. A fetch thread calls it: ``"chunker"`` (the tokenizers) for a page about to be
+        extracted, ``"embedder"`` (the model) for a page found to hold new text. A run of 304s
+        and unchanged pages therefore loads neither. A failure here is left to the first use
+        to report."""
+        if part in self._warming:
             return
         with self._warming_lock:
-            if self._warming is not None:
+            if part in self._warming:
                 return
-            warm = getattr(self.embedder, "warm", None)
+            load = self.chunker.warm if part == "chunker" else getattr(self.embedder, "warm", None)
 
-            def load() -> None:
+            def run() -> None:
                 try:
-                    if warm is not None:
-                        warm()
-                except Exception:  # noqa: BLE001 - embed() raises it again, with its context
-                    log.debug("loading the embedder ahead failed", exc_info=True)
+                    if load is not None:
+                        load()
+                except Exception:  # noqa: BLE001 - the first use raises it again, in context
+                    log.debug("loading the %s ahead failed", part, exc_info=True)
 
-            self._warming = threading.Thread(target=load, name="ragsync-warm", daemon=True)
-            self._warming.start()
+            thread = threading.Thread(target=run, name=f"ragsync-warm-{part}", daemon=True)
+            self._warming[part] = thread
+            thread.start()
 
     @property
     def store(self) -> VectorStore:
@@ -154,8 +156,8 @@ class Engine:
 
     def close(self) -> None:
         """Release the store, an HTTP embedder this engine built, and the state DB."""
-        if self._warming is not None:  # never leave a model half-loaded at interpreter exit
-            self._warming.join()
+        for thread in self._warming.values():  # never leave a model half-loaded at exit
+            thread.join()
         self.release_store()
         close_embedder = getattr(self._embedder, "close", None)
         if self._owns_embedder and close_embedder is not None:
