@@ -120,6 +120,20 @@ class LocalModel:
     def count_tokens(self, text: str) -> int:
         return len(self._tokenizer.encode(text).ids)
 
+    @cached_property
+    def tokens_add_up(self) -> bool:
+        """Whether no token spans whitespace, so that the count of texts joined by whitespace
+        is the sum of their counts less the special tokens each adds: a WordPiece model behind
+        BERT's word splitting and character-wise normalisation (MiniLM's tokenizer)."""
+        from tokenizers import models, normalizers, pre_tokenizers
+
+        tokenizer = self._tokenizer
+        return (
+            isinstance(tokenizer.model, models.WordPiece)
+            and isinstance(tokenizer.pre_tokenizer, pre_tokenizers.BertPreTokenizer)
+            and isinstance(tokenizer.normalizer, normalizers.BertNormalizer)
+        )
+
 
 class SentenceTransformerEmbedder(LocalModel):
     """A sentence-transformers model loaded from local files, lazily, on the CPU (torch).

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ragsync.chunk import Chunker, count_tiktoken, sections, split_blocks
+from ragsync.extract import extract_response
 
 DOC = """# Title
 
@@ -112,3 +115,37 @@ def test_no_chunk_exceeds_the_model_window(chunker, real_embedder, body):
 
 def test_identical_input_gives_identical_chunks(chunker):
     assert chunker.chunk(DOC) == chunker.chunk(DOC)
+
+
+TRICKY = [
+    "日本語のテキスト。" * 40,
+    "한국어 텍스트 " * 60,
+    "Ünïcödé àccents İstanbul ß " * 30,
+    ("x" * 150 + " ") * 4,  # words over WordPiece's 100 characters: one [UNK] each
+    "emoji 😀🎉 and\tcontrol\x00chars\u200b " * 20,
+    '```rust\nfn main() { println!("{}", a.b::<C>()); }\n```',
+    "| a | b |\n|---|---|\n| `--locked` | CARGO_HOME |",
+]
+
+
+def test_the_models_counts_of_blocks_add_up(real_embedder):
+    assert real_embedder.tokens_add_up  # MiniLM's WordPiece: the chunker counts each block once
+    count, special = real_embedder.count_tokens, real_embedder.count_tokens("")
+    for a in TRICKY:
+        for b in TRICKY:
+            assert count(f"{a}\n\n{b}") == count(a) + count(b) - special, (a[:20], b[:20])
+
+
+def test_counting_each_block_once_finds_the_same_chunks(real_embedder):
+    folder = Path.home() / ".rustup/toolchains/stable-x86_64-unknown-linux-gnu/share/doc/rust/html"
+    pages = sorted((folder / "cargo").rglob("*.html"))[:40]
+    if not pages:
+        pytest.skip(f"{folder}/cargo is not installed (the Cargo Book's pages)")
+    documents = [extract_response(p.read_bytes(), "text/html", p.as_uri()).markdown for p in pages]
+    documents.append("# Tricky\n\n" + "\n\n".join(TRICKY * 3))
+    # Model windows under the tiktoken budget make the model's count the one that decides.
+    for budget, window in ((48, 256), (128, 60), (128, 100)):
+        args = (budget, real_embedder.count_tokens, window)
+        each, summed = Chunker(*args), Chunker(*args, tokens_add_up=True)
+        for markdown in documents:
+            assert summed.chunk(markdown) == each.chunk(markdown)

@@ -136,6 +136,7 @@ class Engine:
             self.config.chunker.max_tokens,
             self.embedder.count_tokens,
             self.embedder.max_input_tokens,
+            tokens_add_up=getattr(self.embedder, "tokens_add_up", False),
         )
 
     @cached_property

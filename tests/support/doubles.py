@@ -16,6 +16,7 @@ class CountingEmbedder:
         self.model_id = inner.model_id
         self.dimension = inner.dimension
         self.max_input_tokens = inner.max_input_tokens
+        self.tokens_add_up = inner.tokens_add_up
         self.texts: list[str] = []
         self.warmed = 0  # calls of warm(): a run loads the model ahead when pages are new
 
