@@ -183,7 +183,7 @@ class Chunker:
         tokens_add_up: the model's tokenizer never makes a token across whitespace (BERT's
             WordPiece): the count of blocks joined by blank lines is then the sum of their
             counts less the special tokens, so each block is counted once (the same chunks,
-            found with a third of the tokenizer calls).
+            found with about a quarter of the tokenizer calls).
 
     Example::
 
