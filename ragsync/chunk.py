@@ -183,7 +183,7 @@ class Chunker:
         tokens_add_up: the model's tokenizer never makes a token across whitespace (BERT's
             WordPiece): the count of blocks joined by blank lines is then the sum of their
             counts less the special tokens, so each block is counted once (the same chunks,
-            found with about a quarter of the tokenizer calls).
+            with a quarter of the model tokenizer's calls on eval/bench_core.py's site).
 
     Example::
 
@@ -229,7 +229,7 @@ class Chunker:
         )
 
     def _fits_joined(self, prefix: str, units: Sequence[str]) -> bool:
-        """``fits(prefix + "\n\n".join(units))``, adding up the units' model token counts
+        r"""``fits(prefix + "\n\n".join(units))``, adding up the units' model token counts
         when ``tokens_add_up``."""
         if not self.tokens_add_up:
             return self.fits(prefix + "\n\n".join(units))

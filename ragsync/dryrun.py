@@ -86,6 +86,10 @@ class CountingEmbedder:
     def max_input_tokens(self) -> int:
         return self.real.max_input_tokens
 
+    @property
+    def tokens_add_up(self) -> bool:
+        return bool(getattr(self.real, "tokens_add_up", False))
+
     def count_tokens(self, text: str) -> int:
         return self.real.count_tokens(text)
 

@@ -130,10 +130,11 @@ def _compound_terms(compound: str) -> tuple[str, ...]:
     return (compound.lower(), *words) if whole else words
 
 
-@lru_cache(maxsize=200_000)
+@lru_cache(maxsize=50_000)
 def _compound_dimensions(compound: str) -> tuple[int, ...]:
     """The dimensions of a compound's terms. Cached: a page's text repeats its words, and
-    hashing every occurrence was most of :func:`encode`'s time."""
+    hashing every occurrence was most of :func:`encode`'s time (the frequent words carry the
+    hits, so the cache stays small: about 10 MB full)."""
     return tuple(dimension(term) for term in _compound_terms(compound))
 
 
@@ -153,7 +154,7 @@ def encode(text: str) -> SparseVector:
 
     Two terms hashed to one dimension (rare at 10⁹) add their frequencies.
     """
-    compounds = _COMPOUND.findall(_ESCAPED.sub(r"\1", text))
+    compounds = [c for c in _COMPOUND.findall(_ESCAPED.sub(r"\1", text)) if len(c) <= MAX_TERM]
     counts = Counter(chain.from_iterable(map(_compound_dimensions, compounds)))
     length = sum(counts.values())
     norm = K1 * (1 - B + B * length / AVERAGE_TERMS)

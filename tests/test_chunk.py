@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ragsync.chunk import Chunker, count_tiktoken, sections, split_blocks
+from ragsync.embed import LocalModel
 from ragsync.extract import extract_response
 
 DOC = """# Title
@@ -137,10 +138,9 @@ def test_the_models_counts_of_blocks_add_up(real_embedder):
 
 
 def test_counting_each_block_once_finds_the_same_chunks(real_embedder):
-    folder = Path.home() / ".rustup/toolchains/stable-x86_64-unknown-linux-gnu/share/doc/rust/html"
-    pages = sorted((folder / "cargo").rglob("*.html"))[:40]
-    if not pages:
-        pytest.skip(f"{folder}/cargo is not installed (the Cargo Book's pages)")
+    # A real site (the rustdoc book, as its generator served it) and the tricky texts.
+    pages = sorted((Path(__file__).parent / "fixtures" / "rustdoc-book").glob("*.html"))
+    assert pages
     documents = [extract_response(p.read_bytes(), "text/html", p.as_uri()).markdown for p in pages]
     documents.append("# Tricky\n\n" + "\n\n".join(TRICKY * 3))
     # Model windows under the tiktoken budget make the model's count the one that decides.
@@ -149,3 +149,12 @@ def test_counting_each_block_once_finds_the_same_chunks(real_embedder):
         each, summed = Chunker(*args), Chunker(*args, tokens_add_up=True)
         for markdown in documents:
             assert summed.chunk(markdown) == each.chunk(markdown)
+
+
+def test_a_tokenizer_that_merges_across_whitespace_is_counted_whole():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    model = LocalModel()
+    model._tokenizer = Tokenizer(models.BPE())  # e.g. SentencePiece / byte-level BPE
+    model._tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    assert not model.tokens_add_up

@@ -188,6 +188,8 @@ def test_a_worker_imports_the_extractor_not_the_sync_machinery():
     # the syncer, the state DB or the stores (ragsync/__init__.py loads them on first use).
     program = "import sys, ragsync.extractpool; print(sorted(m for m in sys.modules if m in {"
     program += "'ragsync.sync', 'ragsync.state', 'ragsync.config', 'sqlite_utils'}))"
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

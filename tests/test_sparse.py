@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 
 import pytest
 
@@ -59,6 +60,20 @@ def test_a_chunk_vector_is_bm25_term_frequency_and_a_pure_function_of_the_text()
     many = encode("cache " * 30).as_dict()[dimension("cach")]
     assert weights[dimension("cach")] < many < 2.2  # k1 + 1 bounds it
     assert not encode("the of and")  # nothing but stop words: an empty vector
+
+
+def test_a_chunk_vector_holds_exactly_the_terms_a_query_finds():
+    # Queries go through terms(); chunk vectors through a cache per compound: never apart.
+    rng = random.Random(11)
+    words = ["Run", "cargo", "build", "--locked", r"CARGO\_HOME", "build.rs", "the", "x" * 70]
+    words += ["std::fmt::Display", "HttpClient", "throttling", "É", "日本", "-Zbuild-std", "_x"]
+    for _ in range(200):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 40)))
+        counts = Counter(dimension(term) for term in terms(text))
+        length = sum(counts.values())
+        norm = 1.2 * (1 - 0.75 + 0.75 * length / 100.0)
+        wanted = {d: round(tf * 2.2 / (tf + norm), 6) for d, tf in counts.items()}
+        assert encode(text).as_dict() == pytest.approx(wanted), text
 
 
 def test_a_vector_survives_the_cache_encoding():

@@ -307,7 +307,8 @@ class PageChecker:
             known = None  # compared with the target record by the moves stage
         if known and known["raw_hash"] == digest:
             return Unchanged(page, exchange, raw_hash=digest, links=links)
-        self.engine.warm("chunker")  # the tokenizers load while the page is extracted
+        if known is None:  # a new page: the tokenizers load while it is extracted
+            self.engine.warm("chunker")
         try:
             extracted = extract(self.engine, response)
         except ExtractError as exc:
@@ -315,7 +316,8 @@ class PageChecker:
             return Failed(page, exchange, moved_to=moved_to, reason=reason, verdict="parse_failure")
         if known and known["content_hash"] == extracted.content_hash:
             return Unchanged(page, exchange, raw_hash=digest, links=links)
-        self.engine.warm("embedder")  # new text: the model loads while the window is checked
+        if moved_to is None:  # new text (a move's is compared by the moves stage)
+            self.engine.warm("embedder")  # the model loads while the window is checked
         chunks = tuple(self.engine.chunker.chunk(extracted.markdown))
         return Changed(
             page,

@@ -1,10 +1,12 @@
 """The parts every stage works with, built once per :class:`~ragsync.sync.Syncer`.
 
 :class:`Engine` holds the long-lived parts (config, state, clock, progress, the embedder, the
-chunker and the vector store, built lazily so that a run with nothing to embed never loads the
-model and one with nothing to write never opens the store). :class:`Pass` adds what one pass
-over the sources uses: the polite fetcher and its host gate, the event dispatcher and the run
-report (README "Architecture").
+chunker and the vector store, built lazily so that a run with nothing to embed does not load the
+model and one with nothing to write never opens the store; the tokenizers and the model load
+ahead, in a thread, once a window holds a new page or a page whose text changed, even when
+its texts turn out to be cached, as for a moved page or a revert: :meth:`Engine.warm`).
+:class:`Pass` adds what one pass over the sources uses: the polite fetcher and its host gate,
+the event dispatcher and the run report (README "Architecture").
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 from ragsync.chunk import Chunker
 from ragsync.clock import Clock, iso, utc_now
@@ -99,30 +101,33 @@ class Engine:
                     self._embedder = collection_embedder(self.config, self.state)
         return self._embedder
 
-    def warm(self, part: str) -> None:
+    def warm(self, part: Literal["chunker", "embedder"]) -> None:
         """Start loading what a window is about to need, in a thread, once per engine and part,
         so that the load overlaps the window's fetching and extraction instead of following
-        them. A fetch thread calls it: ``"chunker"`` (the tokenizers) for a page about to be
-        extracted, ``"embedder"`` (the model) for a page found to hold new text. A run of 304s
-        and unchanged pages therefore loads neither. A failure here is left to the first use
-        to report."""
+        them. A fetch thread calls it: ``"chunker"`` (the tokenizers) for a new page about to
+        be extracted, ``"embedder"`` (the model) for a page found to hold new text (whose
+        texts may still be cached: a moved page, a revert). A run of 304s and unchanged pages
+        (noisy bytes included) therefore loads neither. Building or loading happens in the
+        thread: a failure there is left to the first use to report."""
         if part in self._warming:
             return
+
+        def load() -> None:
+            try:
+                if part == "chunker":
+                    self.chunker.warm()
+                else:
+                    warm = getattr(self.embedder, "warm", None)
+                    if warm is not None:
+                        warm()
+            except Exception:  # noqa: BLE001 - the first use raises it again, in context
+                log.debug("loading the %s ahead failed", part, exc_info=True)
+
         with self._warming_lock:
-            if part in self._warming:
-                return
-            load = self.chunker.warm if part == "chunker" else getattr(self.embedder, "warm", None)
-
-            def run() -> None:
-                try:
-                    if load is not None:
-                        load()
-                except Exception:  # noqa: BLE001 - the first use raises it again, in context
-                    log.debug("loading the %s ahead failed", part, exc_info=True)
-
-            thread = threading.Thread(target=run, name=f"ragsync-warm-{part}", daemon=True)
-            self._warming[part] = thread
-            thread.start()
+            if part not in self._warming:
+                thread = threading.Thread(target=load, name=f"ragsync-warm-{part}", daemon=True)
+                self._warming[part] = thread
+                thread.start()
 
     @property
     def store(self) -> VectorStore:
@@ -156,14 +161,19 @@ class Engine:
             self._store.close()
 
     def close(self) -> None:
-        """Release the store, an HTTP embedder this engine built, and the state DB."""
-        for thread in self._warming.values():  # never leave a model half-loaded at exit
-            thread.join()
-        self.release_store()
-        close_embedder = getattr(self._embedder, "close", None)
-        if self._owns_embedder and close_embedder is not None:
-            close_embedder()
-        self.state.close()
+        """Wait for any load started ahead (:meth:`warm`: never leave a model half-loaded at
+        exit), then release the store, an HTTP embedder this engine built, and the state DB."""
+        with self._warming_lock:
+            loading = list(self._warming.values())
+        try:
+            for thread in loading:
+                thread.join()
+        finally:
+            self.release_store()
+            close_embedder = getattr(self._embedder, "close", None)
+            if self._owns_embedder and close_embedder is not None:
+                close_embedder()
+            self.state.close()
 
 
 @dataclass(frozen=True)

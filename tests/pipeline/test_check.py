@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from ragsync.chunk import Chunker
+from ragsync.testing import DevSite
+from tests.support import example_pages
 
 
 def test_an_internal_error_after_the_response_keeps_its_status(site, make_syncer, monkeypatch):
@@ -21,13 +23,35 @@ def test_an_internal_error_after_the_response_keeps_its_status(site, make_syncer
     assert result.counters.responses_200_changed == 0
 
 
-def test_new_pages_load_the_model_ahead_and_a_run_of_304s_does_not(site, make_syncer, embedder):
+def test_new_text_loads_the_model_ahead_and_304s_or_noisy_bytes_do_not(make_syncer, embedder):
+    site = DevSite(example_pages(), validators=False)  # no ETag: every page answers 200
+    site.start()
+    try:
+        first = make_syncer(site)
+        assert first.run().counters.chunks_embedded > 0
+        first.close()  # waits for the load it started
+        assert embedder.warmed == 1  # once per engine, however many pages held new text
+        again = make_syncer(site)  # the same state: bytes differ (noise), the text does not
+        result = again.run()
+        again.close()
+        assert result.counters.responses_200_unchanged > 0
+        assert result.counters.chunks_embedded == 0
+        assert embedder.warmed == 1  # nothing new to embed: nothing loaded
+        site.set_page("/guide/page-1", "Edited", "<h1>Edited</h1><p>A new paragraph.</p>")
+        edited = make_syncer(site)
+        assert edited.run().counters.chunks_embedded > 0
+        edited.close()
+        assert embedder.warmed == 2
+    finally:
+        site.stop()
+
+
+def test_a_run_of_304s_loads_nothing_ahead(site, make_syncer, embedder):
     first = make_syncer(site)
-    assert first.run().counters.chunks_embedded > 0
-    first.close()  # waits for the load it started
-    assert embedder.warmed == 1  # once per engine, however many windows held new pages
+    first.run()
+    first.close()
     again = make_syncer(site)
     result = again.run()
     again.close()
-    assert result.counters.chunks_embedded == 0 and result.counters.responses_304 > 0
-    assert embedder.warmed == 1  # every page known: nothing to embed, nothing loaded
+    assert result.counters.responses_304 > 0 and result.counters.chunks_embedded == 0
+    assert embedder.warmed == 1
