@@ -1,11 +1,12 @@
 """The physical floor: embed given texts with the bare model in one loop.
 
-Usage: python eval/bare_embed.py TEXTS.json [--onnx EXPORT.onnx]
+Usage: python eval/bare_embed.py TEXTS.json [--onnx EXPORT.onnx [--spin]]
 → prints {"import_load_s", "encode_s", "encode_cpu_s", "total_s", "total_cpu_s", "texts"}.
 
 Without ``--onnx``: sentence-transformers on torch (ragsync's ``backend = "torch"``). With it:
 ONNX Runtime on that export file (ragsync's ``onnx`` / ``onnx-int8`` cache file, made by the
-caller), the tokenizer and mean pooling in numpy, batches sorted by length. The timer starts at
+caller), the tokenizer and mean pooling in numpy, batches sorted by length, and idle ONNX Runtime
+threads sleeping as ragsync's do (``--spin``: ONNX Runtime's default, spinning). The timer starts at
 interpreter start-up work we control (imports), like a `ragsync run`.
 """
 
@@ -34,13 +35,14 @@ def torch_loop(texts: list[str]) -> tuple[float, float]:
     return loaded
 
 
-def onnx_loop(texts: list[str], export: str) -> tuple[float, float]:
+def onnx_loop(texts: list[str], export: str, spin: bool) -> tuple[float, float]:
     import numpy as np
     import onnxruntime
     from tokenizers import Tokenizer
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = 2, 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
     session = onnxruntime.InferenceSession(export, options, providers=["CPUExecutionProvider"])
     tokenizer = Tokenizer.from_file(str(MODEL / "tokenizer.json"))
     tokenizer.enable_truncation(max_length=256)
@@ -60,7 +62,10 @@ def onnx_loop(texts: list[str], export: str) -> tuple[float, float]:
 with open(sys.argv[1], encoding="utf-8") as file:
     # Sorted by length, as sentence-transformers and ragsync batch them (little padding).
     texts = sorted(json.loads(file.read()), key=len)
-loop = onnx_loop(texts, sys.argv[3]) if sys.argv[2:3] == ["--onnx"] else torch_loop(texts)
+if sys.argv[2:3] == ["--onnx"]:
+    loop = onnx_loop(texts, sys.argv[3], spin=sys.argv[4:5] == ["--spin"])
+else:
+    loop = torch_loop(texts)
 loaded, loaded_cpu = loop
 done = time.perf_counter()
 done_cpu = time.process_time()  # CPU seconds of every thread: robust to a loaded machine

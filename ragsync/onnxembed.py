@@ -305,6 +305,10 @@ class OnnxEmbedder(LocalModel):
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
+        # Idle intra-op threads sleep instead of spinning: a sync embeds while other work runs
+        # (extraction processes, the fetch threads, a database), and spinning threads take
+        # their cores. Measured on a busy 2-core machine: a quarter less CPU, no slower.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3  # errors only
         return onnxruntime.InferenceSession(
             str(self.ensure_export()), options, providers=["CPUExecutionProvider"]
