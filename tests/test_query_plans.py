@@ -305,3 +305,26 @@ def test_workers_queue_due_pages_without_reading_the_source_on_postgres(tmp_path
     url = postgres_database("queue_plans_" + tmp_path.name.lower()[-20:].replace("-", "_"))
     state, queued = queued_due_statements(tmp_path, url)
     assert scanning(state, queued, postgres_plan, postgres_full_scans) == {}
+
+
+def test_a_source_still_queued_is_not_read_again(tmp_path):
+    # A full revalidation queues every page of a source at once; the next steps of every
+    # worker must not read them all again (33 ms per call, at every batch, at 100,000 pages).
+    with grown(tmp_path) as (_, _, syncer, _, statements):
+        work = syncer.state.work
+        with syncer.state.write():
+            syncer.state.db.execute("update documents set next_check_at = ?", ["2000-01-01"])
+        now = "2026-01-01T00:00:00Z"
+        everything = work.add_due("docs", now, now)
+        assert everything == work.count() > COPIES  # every page of the grown state
+        statements.clear()
+        assert work.add_due("docs", now, now) == 0
+        assert [sql for sql, _ in statements if TOUCHES.search(sql)] == []  # nothing read
+        plans = [sqlite_plan(syncer.state, sql, params) for sql, params in statements]
+        assert plans and all("USING" in step for plan in plans for step in plan), plans
+        claimed = work.claim("w", now=0.0, until=1.0, limit=everything)
+        work.finish("w", [row["doc_key"] for row in claimed])  # the queue drained
+        with syncer.state.write():
+            syncer.state.db.execute("update documents set next_check_at = ?", ["2000-01-01"])
+        assert work.add_due("docs", now, now) == everything  # due again: queued again
+        syncer.close()

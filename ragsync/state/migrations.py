@@ -339,6 +339,12 @@ def _m014_check_times_index(db: Any) -> None:
     db.table("documents").create_index(["source_id", "last_checked_at"])
 
 
+def _m015_work_by_source(db: Any) -> None:
+    # A worker skips queueing a source whose pages are still queued (work.add_due): one
+    # index entry to look at, not the queue.
+    db.table("work").create_index(["source_id"])
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_initial", _m001_initial),
     ("002_failures_and_deletion", _m002_failures_and_deletion),
@@ -354,4 +360,5 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("012_chunkers", _m012_chunkers),
     ("013_sparse", _m013_sparse),
     ("014_check_times_index", _m014_check_times_index),
+    ("015_work_by_source", _m015_work_by_source),
 )
