@@ -1,0 +1,80 @@
+"""A cold `ragsync run` of two (or more) code trees side by side, alternating, on one site.
+
+Each round runs every tree once, in turn, as a fresh process on an empty state (wall time and
+CPU seconds of the process and its children), so that both see the same machine; the medians
+over the rounds are printed. A tree is a folder holding the ``ragsync`` package (a git worktree
+of another commit, say), put first on ``PYTHONPATH``.
+
+Usage: python eval/ab_cold.py ROUNDS NAME=TREE [NAME=TREE ...] [--pages 120]
+  e.g. git worktree add /tmp/base eaae88f && python eval/ab_cold.py 4 base=/tmp/base new=.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from eval.corpus import make_site_pages  # noqa: E402
+from ragsync.testing import DevSite  # noqa: E402
+
+
+def cold_run(tree: str, sitemap: str) -> tuple[float, float]:
+    """Wall and CPU seconds of one cold `ragsync run` of ``tree``."""
+    work = Path(tempfile.mkdtemp(prefix="ragsync-ab-"))
+    config = work / "ragsync.toml"
+    config.write_text(f'[[sources]]\nid = "docs"\nkind = "sitemap"\nurl = "{sitemap}"\n')
+    env = dict(os.environ, PYTHONPATH=str(Path(tree).resolve()))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "ragsync", "run", "--config", str(config)],
+        env=env,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: ragsync run exited {done.returncode}\n{done.stderr[-2000:]}")
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return wall, cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("rounds", type=int)
+    parser.add_argument("trees", nargs="+", help="NAME=TREE")
+    parser.add_argument("--pages", type=int, default=120)
+    options = parser.parse_args()
+    trees = dict(tree.split("=", 1) for tree in options.trees)
+    site = DevSite(make_site_pages(options.pages))
+    sitemap = f"{site.start()}/sitemap.xml"
+    measured: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
+    try:
+        for round_ in range(options.rounds):
+            for name, tree in trees.items():
+                wall, cpu = cold_run(tree, sitemap)
+                measured[name].append((wall, cpu))
+                print(f"round {round_ + 1}: {name} {wall:.2f} s, {cpu:.2f} CPU s", flush=True)
+    finally:
+        site.stop()
+    for name, runs in measured.items():
+        wall = statistics.median(w for w, _ in runs)
+        cpu = statistics.median(c for _, c in runs)
+        print(f"{name}: median {wall:.2f} s, {cpu:.2f} CPU s over {len(runs)} runs")
+
+
+if __name__ == "__main__":
+    main()
