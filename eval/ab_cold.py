@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from eval.bench_core import run_json  # noqa: E402
 from eval.corpus import make_site_pages  # noqa: E402
 from ragsync.testing import DevSite  # noqa: E402
 
@@ -34,21 +32,10 @@ def cold_run(tree: str, sitemap: str) -> tuple[float, float]:
     config = work / "ragsync.toml"
     config.write_text(f'[[sources]]\nid = "docs"\nkind = "sitemap"\nurl = "{sitemap}"\n')
     env = dict(os.environ, PYTHONPATH=str(Path(tree).resolve()))
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "ragsync", "run", "--config", str(config)],
-        env=env,
-        cwd=work,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        raise SystemExit(f"{tree}: ragsync run exited {done.returncode}\n{done.stderr[-2000:]}")
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    args = ["-m", "ragsync", "run", "--json", "--config", str(config)]
+    wall, cpu, report = run_json(args, env=env, cwd=work)
+    if not report.get("ok"):
+        raise SystemExit(f"{tree}: the cold run reported errors: {report.get('errors')}")
     return wall, cpu
 
 

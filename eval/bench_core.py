@@ -35,11 +35,15 @@ from ragsync.state import StateDB  # noqa: E402
 from ragsync.testing import DevSite  # noqa: E402
 
 
-def run_json(args: list[str]) -> tuple[float, float, dict]:
+def run_json(
+    args: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> tuple[float, float, dict]:
     """Run a Python process: its wall and CPU seconds (children included), and its JSON."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, check=False, env=env, cwd=cwd
+    )
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
