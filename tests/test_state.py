@@ -193,3 +193,40 @@ def test_opening_a_fresh_sqlite_db_waits_for_another_process_creating_it(tmp_pat
     finally:
         release.join()
         other.close()
+
+
+def test_readers_in_other_threads_never_break_or_see_half_a_write(state):
+    """Fetch threads read (robots.txt's cache) while the committing thread writes: on SQLite
+    they share one connection, and sqlite-utils wraps each read in a savepoint."""
+    problems: list[str] = []
+    done = threading.Event()
+
+    def write_pairs() -> None:
+        try:
+            for n in range(300):
+                with state.write():
+                    for side in ("a", "b"):
+                        state.discovery.put_checkpoint(f"{side}{n}", n, "t0")
+        except Exception as exc:  # noqa: BLE001 - reported below
+            problems.append(f"writer: {type(exc).__name__}: {exc}")
+        finally:
+            done.set()
+
+    def read_counts() -> None:
+        try:
+            while not done.is_set():
+                rows = list(state.db.query("select count(*) as n from checkpoints"))
+                if rows[0]["n"] % 2:
+                    problems.append(f"a reader saw half a transaction ({rows[0]['n']} rows)")
+                    return
+        except Exception as exc:  # noqa: BLE001 - reported below
+            problems.append(f"reader: {type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=write_pairs)]
+    threads += [threading.Thread(target=read_counts) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert problems == []
+    assert state.discovery.get_checkpoint("b299") == 299

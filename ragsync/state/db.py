@@ -20,7 +20,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -69,6 +69,31 @@ with _unimportable("numpy", "pandas"):
 
 
 T = TypeVar("T")
+
+
+class SharedConnection(Database):
+    """sqlite-utils' ``Database`` over the one connection every thread of a process shares.
+
+    sqlite-utils runs each ``query()`` inside a savepoint, and ``execute()`` may commit what
+    it began. From two threads at once, a reader's savepoint could open a transaction that a
+    writer then takes for its own, or release (commit) a writer's savepoint midway: "no such
+    savepoint". So every call holds ``lock``, the lock a writer holds for its whole
+    transaction (:meth:`StateDB.write`): a reader in another thread waits for the
+    transaction to end, and never sees it half done.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock) -> None:
+        self.lock = lock
+        super().__init__(conn)
+
+    def query(self, sql: str, params: Any = None) -> Generator[dict[str, Any], None, None]:
+        with self.lock:
+            return super().query(sql, params)
+
+    def execute(self, sql: str, parameters: Any = None) -> sqlite3.Cursor:
+        with self.lock:
+            return super().execute(sql, parameters)
+
 
 OPEN_WAIT = 30.0  # seconds: how long opening waits for another process's write lock
 BATCH = 500  # keys per ``IN (...)``: far below SQLite's and PostgreSQL's parameter limits
@@ -133,7 +158,7 @@ class StateDB:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=OPEN_WAIT, check_same_thread=False)
-            self.db = Database(conn)
+            self.db = SharedConnection(conn, self._write_lock)
             self._prepare()
         except sqlite3.DatabaseError as exc:
             raise StateError(f"{self.path}: cannot open the state DB: {exc}") from exc
