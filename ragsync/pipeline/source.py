@@ -229,7 +229,7 @@ class SourceSync:
         # extracted on the pool; the first is small, so that the model starts early.
         previous: Window | None = None
         for start, part in windows(work, self.first_window, self.window):
-            pages = self.pages(part)
+            pages = self.pages(listed, part)
             window = Window(start, part, pages, [pool.submit(self.checker.check, p) for p in pages])
             if previous is not None:
                 self.commit(pool, listed, previous, len(work), stale=previous.start > 0)
@@ -237,7 +237,7 @@ class SourceSync:
         if previous is not None:
             self.commit(pool, listed, previous, len(work), stale=previous.start > 0)
 
-    def pages(self, part: list[WorkItem]) -> list[Page]:
+    def pages(self, listed: SourceListing, part: list[WorkItem]) -> list[Page]:
         """The pages of a window, with their stored records as they are now."""
         keys = [key for key, _, _ in part]
         documents = self.engine.state.documents.get_many(keys)
@@ -267,12 +267,12 @@ class SourceSync:
         stale: bool,
     ) -> None:
         """Wait for a window's checks and commit them. With ``stale``, its records were read
-        before the previous window's commit: a page whose record that commit changed (the
-        target of a move) is checked again against the record as it is now."""
+        before the previous window's commit: a page whose record that commit changed (a
+        move's target, a duplicate) is checked again against the record as it is now."""
         engine, source = self.engine, self.source
         checked = [future.result() for future in window.checks]
         if stale:
-            now = self.pages(window.part)
+            now = self.pages(listed, window.part)
             again = [
                 n
                 for n, (old, new) in enumerate(zip(window.pages, now, strict=True))
