@@ -285,26 +285,6 @@ class ExtractPool:
             return extracted
         raise ExtractError(url, value)
 
-    def start_ahead(self) -> None:
-        """Start the worker processes not running yet, one after another on this thread, so
-        that the first pages of a sync that will extract many need not wait for them. A fetch
-        thread that needs a worker meanwhile takes a started one, or starts its own."""
-        slots: list[_Worker | None] = []
-        with contextlib.suppress(queue.Empty):
-            while len(slots) < self.workers:
-                slots.append(self._idle.get_nowait())
-        for worker in [w for w in slots if w is not None]:
-            self._idle.put(worker)
-        missing = slots.count(None)
-        for started in range(missing):
-            try:
-                worker = self._start()
-            except (_WorkerLost, RuntimeError):  # the first page that needs one says why
-                for _ in range(missing - started):
-                    self._idle.put(None)
-                return
-            self._idle.put(worker)
-
     @property
     def pids(self) -> tuple[int, ...]:
         """Process ids of the running workers (none before the first page)."""

@@ -165,19 +165,6 @@ def test_no_process_starts_before_the_first_html_page():
     assert shared_pool(workers=1, cpu_budget=7) is not pool  # a closed pool is replaced
 
 
-def test_workers_started_ahead_serve_the_first_pages():
-    url, body = small_page()
-    with ExtractPool(workers=2) as pool:
-        pool.start_ahead()
-        started = set(pool.pids)
-        assert len(started) == 2
-        pool.start_ahead()  # all running: none more
-        with ThreadPoolExecutor(max_workers=2) as threads:
-            results = list(threads.map(lambda _: pool.extract(body, HTML, url), range(4)))
-        assert results == [extract_response(body, HTML, url)] * 4
-        assert set(pool.pids) == started  # the first pages started no process of their own
-
-
 def test_workers_do_not_rerun_the_callers_script(tmp_path):
     # multiprocessing's spawn and forkserver re-run the parent's __main__ in every worker; a
     # script without an `if __name__ == "__main__":` guard would run (and sync) twice.

@@ -101,16 +101,14 @@ class Engine:
                     self._embedder = collection_embedder(self.config, self.state)
         return self._embedder
 
-    def warm(self, part: Literal["chunker", "embedder", "extractor"]) -> None:
+    def warm(self, part: Literal["chunker", "embedder"]) -> None:
         """Start loading what a window is about to need, in a thread, once per engine and part,
         so that the load overlaps the window's fetching and extraction instead of following
         them. A fetch thread calls it: ``"chunker"`` (the tokenizers) for a new page about to
         be extracted, ``"embedder"`` (the model) for a page found to hold new text (whose
         texts may still be cached: a moved page, a revert). A run of 304s and unchanged pages
-        (noisy bytes included) therefore loads neither. A source's first sync, which will
-        need every part, starts all three, ``"extractor"`` being the extraction worker
-        processes, before its listing is read. Building or loading happens in the thread: a
-        failure there is left to the first use to report."""
+        (noisy bytes included) therefore loads neither. Building or loading happens in the
+        thread: a failure there is left to the first use to report."""
         if part in self._warming:
             return
 
@@ -118,13 +116,6 @@ class Engine:
             try:
                 if part == "chunker":
                     self.chunker.warm()
-                elif part == "extractor":
-                    from ragsync.extractpool import shared_pool  # as the first page would
-
-                    extract = self.config.extract
-                    shared_pool(
-                        workers=extract.workers, cpu_budget=extract.cpu_budget
-                    ).start_ahead()
                 else:
                     warm = getattr(self.embedder, "warm", None)
                     if warm is not None:

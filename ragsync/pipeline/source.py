@@ -121,10 +121,6 @@ class SourceSync:
         shared work queue instead), then the known pages a complete listing left out."""
         source, counters = self.source, self.report.counters
         listed = self._listed()
-        if not listed.info and not queue:  # a first sync: every page is new
-            self.engine.warm("extractor")
-            self.engine.warm("chunker")
-            self.engine.warm("embedder")
         found = guarded(self.connector.discover(self.discovery), self.discovery, source)
         with self._pool() as pool:
             if self.crawl is not None:

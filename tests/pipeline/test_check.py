@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from ragsync.chunk import Chunker
-from ragsync.extractpool import shared_pool
-from ragsync.sync import Syncer
 from ragsync.testing import DevSite
-from tests.support import example_pages, make_config, sitemap_source
+from tests.support import example_pages
 
 
 def test_an_internal_error_after_the_response_keeps_its_status(site, make_syncer, monkeypatch):
@@ -57,24 +55,3 @@ def test_a_run_of_304s_loads_nothing_ahead(site, make_syncer, embedder):
     again.close()
     assert result.counters.responses_304 > 0 and result.counters.chunks_embedded == 0
     assert embedder.warmed == 1
-
-
-def test_a_first_sync_loads_everything_ahead_before_its_listing(tmp_path, embedder):
-    """A source with no pages yet will extract, chunk and embed: the extraction workers, the
-    tokenizers and the model start loading before its listing is read (here it fails)."""
-    site = DevSite(example_pages())
-    site.fault = lambda path, headers: (503, {}, b"down") if path == "/sitemap.xml" else None
-    site.start()
-    # A CPU budget of its own: a pool no other test started.
-    config = make_config(tmp_path, [sitemap_source(site)], extract={"cpu_budget": 9})
-    syncer = Syncer(config, embedder=embedder)
-    try:
-        result = syncer.run()
-        syncer.close()  # waits for what it started loading
-        assert result.counters.listings_incomplete == 1 and not site.page_hits()
-        assert embedder.warmed == 1
-        pool = shared_pool(workers=config.extract.workers, cpu_budget=9)
-        assert len(pool.pids) == pool.workers
-        pool.close()
-    finally:
-        site.stop()
