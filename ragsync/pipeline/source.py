@@ -9,16 +9,14 @@ run report:
 - :meth:`~SourceSync.claimed`: pages a worker took from the shared work queue.
 
 A window of pages is fetched, extracted and chunked on a thread pool, then embedded and
-committed on the calling thread while the pool checks the next window (README
-"Architecture").
+committed on the calling thread (README "Architecture").
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ragsync.config import SourceConfig
@@ -30,7 +28,7 @@ from ragsync.pipeline.commit import commit_outcomes
 from ragsync.pipeline.context import Pass
 from ragsync.pipeline.crawl import Crawl
 from ragsync.pipeline.listing import SourceListing, WorkItem, guarded
-from ragsync.pipeline.outcomes import Moving, Outcome, Page
+from ragsync.pipeline.outcomes import Moving, Page
 from ragsync.protocols import Crawler
 from ragsync.registry import source_class
 from ragsync.scope import scope_of
@@ -40,27 +38,6 @@ log = logging.getLogger("ragsync")
 Found = Iterator[Candidate | Checkpoint]
 """What a connector's ``discover`` yields."""
 WINDOW_PAGES = 64  # pages fetched, then embedded and committed together
-FIRST_WINDOW_PAGES = 8  # a source's first window: its texts start the model early
-
-
-@dataclass
-class Window:
-    """Pages checked together: where they start in the work, the work items, the pages as
-    their records were read, and their checks (futures on the fetch pool)."""
-
-    start: int
-    part: list[WorkItem]
-    pages: list[Page]
-    checks: list[Future[Outcome]]
-
-
-def windows(work: list[WorkItem], first: int, size: int) -> Iterator[tuple[int, list[WorkItem]]]:
-    """``(start, part)``: the first ``first`` items of ``work``, then ``size`` at a time."""
-    start = 0
-    while start < len(work):
-        step = first if start == 0 else size
-        yield start, work[start : start + step]
-        start += step
 
 
 class SourceSync:
@@ -105,9 +82,6 @@ class SourceSync:
             follow_links=self.crawl is not None,
         )
         self.window = max(WINDOW_PAGES, engine.config.fetch.concurrency * 2)
-        self.first_window = min(
-            self.window, max(FIRST_WINDOW_PAGES, engine.config.fetch.concurrency)
-        )
 
     def _listed(self, *, due_info: bool = True) -> SourceListing:
         # Read once per source: when each known page is due and the lastmod it was checked at.
@@ -221,84 +195,46 @@ class SourceSync:
             )
             counters.pages_queued += len(work)
             return
-        # While one window is committed (its texts embedded), the next is fetched and
-        # extracted on the pool; the first is small, so that the model starts early.
-        previous: Window | None = None
-        for start, part in windows(work, self.first_window, self.window):
-            pages = self.pages(listed, part)
-            window = Window(start, part, pages, [pool.submit(self.checker.check, p) for p in pages])
-            if previous is not None:
-                self.commit(pool, listed, previous, len(work), stale=previous.start > 0)
-            previous = window
-        if previous is not None:
-            self.commit(pool, listed, previous, len(work), stale=previous.start > 0)
-
-    def pages(self, listed: SourceListing, part: list[WorkItem]) -> list[Page]:
-        """The pages of a window, with their stored records as they are now."""
-        keys = [key for key, _, _ in part]
-        documents = self.engine.state.documents.get_many(keys)
-        validators: dict[str, tuple[str | None, str | None]] = {}
-        if self.crawl is not None:
-            documents, validators = self.crawl.prepare(keys, documents)
-        return [
-            Page(
-                key,
-                candidate.url,
-                candidate,
-                documents.get(key),
-                unlisted=unlisted,
-                prunable=unlisted and self.prunable,
-                validators=validators.get(key),
-            )
-            for key, candidate, unlisted in part
-        ]
-
-    def commit(
-        self,
-        pool: ThreadPoolExecutor,
-        listed: SourceListing,
-        window: Window,
-        total: int,
-        *,
-        stale: bool,
-    ) -> None:
-        """Wait for a window's checks and commit them. With ``stale``, its records were read
-        before the previous window's commit: a page whose record that commit changed (a
-        move's target, a duplicate) is checked again against the record as it is now."""
-        engine, source = self.engine, self.source
-        checked = [future.result() for future in window.checks]
-        if stale:
-            now = self.pages(listed, window.part)
-            again = [
-                n
-                for n, (old, new) in enumerate(zip(window.pages, now, strict=True))
-                if (old.document, old.validators) != (new.document, new.validators)
+        for start in range(0, len(work), self.window):
+            part = work[start : start + self.window]
+            keys = [key for key, _, _ in part]
+            documents = engine.state.documents.get_many(keys)
+            validators: dict[str, tuple[str | None, str | None]] = {}
+            if self.crawl is not None:
+                documents, validators = self.crawl.prepare(keys, documents)
+            batch = [
+                Page(
+                    key,
+                    candidate.url,
+                    candidate,
+                    documents.get(key),
+                    unlisted=unlisted,
+                    prunable=unlisted and self.prunable,
+                    validators=validators.get(key),
+                )
+                for key, candidate, unlisted in part
             ]
-            if again:
-                log.debug("%s: %d pages checked again after a commit", source.id, len(again))
-                redone = list(pool.map(self.checker.check, [now[n] for n in again]))
-                for n, outcome in zip(again, redone, strict=True):
-                    checked[n] = outcome
-        if self.crawl is not None:
-            checked = self.crawl.store(checked)
-        for host, (until, reason) in self.run.fetcher.take_new_pauses().items():
-            # At least: a longer pause another worker set meanwhile stands.
-            engine.state.hosts.pause_at_least(host, until, reason, engine.now())
-        result = self.run.result
-        resolved = commit_outcomes(
-            engine,
-            source,
-            checked,
-            self.report,
-            result.run_id,
-            checked_since=result.started_at,
-        )
-        # A listed URL that moved lists its target: not to be verified as unlisted.
-        for item in resolved:
-            if item.page.unlisted:
-                continue
-            if item.moved_from is not None:
-                listed.seen.add(item.page.doc_key)
-            elif isinstance(item, Moving) and item.moved_to:
-                listed.seen.add(canonical_record_key(source.id, item.moved_to))
-        engine.progress.pages(source.id, window.start + len(window.pages), total)
+            checked = list(pool.map(self.checker.check, batch))
+            if self.crawl is not None:
+                checked = self.crawl.store(checked)
+            for host, (until, reason) in self.run.fetcher.take_new_pauses().items():
+                # At least: a longer pause another worker set meanwhile stands.
+                engine.state.hosts.pause_at_least(host, until, reason, engine.now())
+            result = self.run.result
+            resolved = commit_outcomes(
+                engine,
+                source,
+                checked,
+                self.report,
+                result.run_id,
+                checked_since=result.started_at,
+            )
+            # A listed URL that moved lists its target: not to be verified as unlisted.
+            for item in resolved:
+                if item.page.unlisted:
+                    continue
+                if item.moved_from is not None:
+                    listed.seen.add(item.page.doc_key)
+                elif isinstance(item, Moving) and item.moved_to:
+                    listed.seen.add(canonical_record_key(source.id, item.moved_to))
+            engine.progress.pages(source.id, start + len(batch), len(work))
