@@ -1,7 +1,7 @@
 """Gather the benchmark results into eval/results/README.md and the README's benchmark tables.
 
 Reads eval/results/{peers,core,core-torch,noop,stores,stores-1m,stores-1m-engines,
-workers-100k-fixed,workers,docsites,retrieval,search,backends,revalidate,startup}.md,
+workers-100k-all,workers,docsites,retrieval,search,backends,revalidate,startup}.md,
 faults.json and webhooks.json (whichever exist) and rewrites the text between
 ``<!-- bench:begin -->`` and ``<!-- bench:end -->`` in the top-level README, so the published
 figures are always the last measured ones.
@@ -32,9 +32,9 @@ def tables() -> str:
         ("stores-1m", "The embedded default at 1,000,000 points (`eval/bench_stores.py`)"),
         ("stores-1m-engines", "Every embedded engine at 1,000,000 points (`make bench-1m`)"),
         (
-            "workers-100k-fixed",
+            "workers-100k-all",
             "Workers at 100,000 pages: statements, claims, PostgreSQL's CPU "
-            "(`eval/bench_workers.py --pages 100000 --probe`)",
+            "(`eval/bench_workers.py --pages 100000 --probe`, two runs merged with `--merge`)",
         ),
         ("workers", "Workers sharing one PostgreSQL (`eval/bench_workers.py`)"),
         (
