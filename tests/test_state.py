@@ -196,8 +196,9 @@ def test_opening_a_fresh_sqlite_db_waits_for_another_process_creating_it(tmp_pat
 
 
 def test_readers_in_other_threads_never_break_or_see_half_a_write(state):
-    """Fetch threads read (robots.txt's cache) while the committing thread writes: on SQLite
-    they share one connection, and sqlite-utils wraps each read in a savepoint."""
+    """Threads of a process read while another writes (fetch threads and robots.txt's cache,
+    `serve`'s receiver threads beside its sync): on SQLite they share one connection, and
+    sqlite-utils wraps each read in a savepoint."""
     problems: list[str] = []
     done = threading.Event()
 
