@@ -435,8 +435,11 @@ def main() -> None:
     print("\n".join(lines))
 
 
-def write(options: argparse.Namespace, rows: list[dict[str, Any]], loads: list[Any]) -> list[str]:
-    """The results so far: workers[-TAG].json and .md (rewritten after each worker count)."""
+def write(
+    options: argparse.Namespace, rows: list[dict[str, Any]], loads: list[Any], preface: str = ""
+) -> list[str]:
+    """The results so far: workers[-TAG].json and .md (rewritten after each worker count),
+    the .md opening with ``preface`` if given."""
     rows = sorted(rows, key=lambda row: row["workers"])
     one = rows[0]
     for row in rows:
@@ -452,6 +455,7 @@ def write(options: argparse.Namespace, rows: list[dict[str, Any]], loads: list[A
     (options.out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     edits = f"{100 / options.edit_every:.0f}% edited" if options.edit_every else "none edited"
     lines = [
+        *([preface, ""] if preface else []),
         f"{options.pages:,} pages on {options.sites} sites ({options.latency * 1000:.0f} ms per "
         f"response), HTTP embedding service ({options.embed_delay * 1000:.0f} ms per request), "
         f"state + pgvector in one PostgreSQL; fetch.concurrency {options.concurrency}, "
@@ -500,8 +504,6 @@ def merge(files: list[Path], tag: str, out: Path) -> list[str]:
         for row in result["runs"]:
             rows[row["workers"]] = row | {"measured_in": path.name}
         loads += [{"file": path.name, **load} for load in result.get("load_average", [])]
-    options = argparse.Namespace(**(first | {"tag": tag, "out": out, "merge": None}))
-    lines = write(options, list(rows.values()), loads)
     origin = "; ".join(
         f"{', '.join(str(r['workers']) for r in rows.values() if r['measured_in'] == path.name)} "
         f"from `{path.name}`"
@@ -510,10 +512,8 @@ def merge(files: list[Path], tag: str, out: Path) -> list[str]:
     note = (
         f"Workers {origin}: ratios between rows of different files were not measured side by side."
     )
-    stem = f"workers-{tag}" if tag else "workers"
-    md = out / f"{stem}.md"
-    md.write_text(note + "\n\n" + md.read_text())
-    return [note, "", *lines]
+    options = argparse.Namespace(**(first | {"tag": tag, "out": out, "merge": None}))
+    return write(options, list(rows.values()), loads, preface=note)
 
 
 LEASE_AND_CLAIM = {

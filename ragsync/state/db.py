@@ -130,7 +130,8 @@ class StateDB:
     def __init__(self, target: str | Path, *, pool_size: int = 4, connect_timeout: float = 15.0):
         self.path = str(target)
         self.postgres = self.path.startswith(("postgresql://", "postgres://"))
-        self._write_lock = threading.RLock()
+        # SQLite: held by a writer for its whole transaction, and by any other statement
+        self._connection_lock = threading.RLock()
         self.documents = Documents(self)
         self.aliases = Aliases(self)
         self.attempts = Attempts(self)
@@ -158,7 +159,7 @@ class StateDB:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=OPEN_WAIT, check_same_thread=False)
-            self.db = SharedConnection(conn, self._write_lock)
+            self.db = SharedConnection(conn, self._connection_lock)
             self._prepare()
         except sqlite3.DatabaseError as exc:
             raise StateError(f"{self.path}: cannot open the state DB: {exc}") from exc
@@ -213,8 +214,9 @@ class StateDB:
                 yield
             return
         # One connection serves every thread of the process: one writer at a time, so that a
-        # transaction open in one thread is never mistaken by another for its own.
-        with self._write_lock:
+        # transaction open in one thread is never mistaken by another for its own (and a
+        # statement of another thread waits for it: SharedConnection).
+        with self._connection_lock:
             if self.db.conn.in_transaction:
                 with self.db.atomic():
                     yield
