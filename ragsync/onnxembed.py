@@ -28,6 +28,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import cached_property
 from importlib.metadata import version
@@ -46,6 +47,12 @@ progress = logging.getLogger("ragsync.progress")
 EXPORT_RECIPE = 1
 OPSET = 17
 OUTPUT = "last_hidden_state"
+# Padded tokens per model call (a text longer than this goes alone). Small calls run faster per
+# token on the CPU (their activations stay in cache) and a dynamic int8 call quantises over
+# less padding; measured on the 1,269 texts of eval/bench_core.py's site, one 2-thread session:
+# 4.8 s with calls of 64 texts (about 9,600 tokens), 3.2–3.6 s at 1,024, 2.7–2.9 s at 512 on
+# two single-threaded runners (README "Embedding backends").
+CALL_TOKENS = 512
 
 
 def cache_root() -> Path:
@@ -255,8 +262,9 @@ class OnnxEmbedder(LocalModel):
     Args:
         model: the bundled model's name or a local sentence-transformers folder.
         quantize: run the int8 export (faster, cosine about 0.99 to fp32).
-        batch_size: texts per model call.
-        threads: ONNX Runtime intra-op threads.
+        batch_size: texts per ``embed`` call the pipeline makes (the model itself is called
+            with at most :data:`CALL_TOKENS` padded tokens at a time).
+        threads: runners calling the model at once, each on one CPU thread.
         cache_dir: where exports are kept (default :func:`cache_root`).
 
     Raises:
@@ -303,12 +311,10 @@ class OnnxEmbedder(LocalModel):
         import onnxruntime
 
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = self.threads
+        # ``threads`` runners call one session at once, each on one thread: no intra-op
+        # hand-offs, and both cores stay busy while a runner pools or packs its next call.
+        options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        # Idle intra-op threads sleep instead of spinning: a sync embeds while other work runs
-        # (extraction processes, the fetch threads, a database), and spinning threads take
-        # their cores. Measured on a busy 2-core machine: a quarter less CPU, no slower.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3  # errors only
         return onnxruntime.InferenceSession(
             str(self.ensure_export()), options, providers=["CPUExecutionProvider"]
@@ -336,19 +342,44 @@ class OnnxEmbedder(LocalModel):
         session = self._session
         inputs = {item.name for item in session.get_inputs()}
         encodings = self._window_tokenizer.encode_batch(list(texts))
-        # Batches of similar lengths pad little (sentence-transformers sorts the same way).
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
-            width = max(len(encodings[i].ids) for i in batch)
-            ids = np.zeros((len(batch), width), dtype=np.int64)
+
+        def run(call: list[int]) -> None:
+            width = max(len(encodings[i].ids) for i in call)
+            ids = np.zeros((len(call), width), dtype=np.int64)
             mask = np.zeros_like(ids)
-            for row, i in enumerate(batch):
+            for row, i in enumerate(call):
                 tokens = encodings[i].ids
                 ids[row, : len(tokens)] = tokens
                 mask[row, : len(tokens)] = 1
             feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
             hidden = session.run([OUTPUT], {k: v for k, v in feed.items() if k in inputs})[0]
-            vectors[batch] = mean_pool(hidden, mask, normalize=self.normalized)
+            vectors[call] = mean_pool(hidden, mask, normalize=self.normalized)
+
+        calls = model_calls([len(e.ids) for e in encodings], CALL_TOKENS)
+        if self.threads > 1 and len(calls) > 1:
+            with ThreadPoolExecutor(min(self.threads, len(calls))) as runners:
+                list(runners.map(run, calls))  # list(): a runner's exception is raised here
+        else:
+            for call in calls:
+                run(call)
         return vectors.tolist()  # type: ignore[no-any-return]
+
+
+def model_calls(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Group text indexes into model calls of at most ``budget`` padded tokens each.
+
+    Texts go in order of length (similar lengths pad little, as sentence-transformers sorts
+    them), so a call's padded size is its count times its last text's length; a text longer
+    than ``budget`` makes a call alone.
+    """
+    calls: list[list[int]] = []
+    call: list[int] = []
+    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+        if call and (len(call) + 1) * lengths[i] > budget:
+            calls.append(call)
+            call = []
+        call.append(i)
+    if call:
+        calls.append(call)
+    return calls

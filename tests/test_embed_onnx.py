@@ -25,6 +25,7 @@ from ragsync.onnxembed import (
     export_name,
     manifest_path,
     mean_pool,
+    model_calls,
     verified,
     write_atomically,
 )
@@ -73,8 +74,13 @@ def test_onnx_vectors_match_torch_for_the_same_texts(fp32, int8, real_embedder):
         len(v) == 384 and math.isclose(math.hypot(*v), 1, abs_tol=1e-5) for v in fp32_vectors
     )
     assert min(cosines(fp32_vectors, torch_vectors)) >= 0.999
-    # int8 (dynamic, per channel): about 0.99 on these texts; 0.98 leaves room for another CPU
-    assert min(cosines(int8_vectors, torch_vectors)) >= 0.98
+    # int8 (dynamic, per channel): about 0.99 on average. Each call quantises its activations
+    # with one scale, so a text's vector moves a little with the texts it is called with: the
+    # short first text gets 0.979 beside its neighbours here (on eval/bench_core.py's 1,269
+    # texts, 0.984 at the least against fp32, whatever the call size).
+    int8_cosines = cosines(int8_vectors, torch_vectors)
+    assert min(int8_cosines) >= 0.975
+    assert sum(int8_cosines) / len(int8_cosines) >= 0.99
     assert fp32.embed([]) == []
     # One text alone gives the vector it gets in a padded batch (the mask is honoured).
     assert min(cosines(fp32.embed(TEXTS[1:2]), fp32_vectors[1:2])) >= 0.99999
@@ -200,6 +206,57 @@ def test_an_interrupted_write_leaves_no_file(tmp_path):
     assert list(tmp_path.iterdir()) == []
     write_atomically(dest, lambda temporary: temporary.write_bytes(b"whole"))
     assert dest.read_bytes() == b"whole" and list(tmp_path.iterdir()) == [dest]
+
+
+def test_model_calls_hold_each_text_once_and_fill_the_token_budget():
+    import random
+
+    rng = random.Random(3)
+    for _ in range(200):
+        lengths = [rng.randint(1, 300) for _ in range(rng.randint(0, 60))]
+        budget = rng.choice([64, 256, 512, 1024])
+        calls = model_calls(lengths, budget)
+        assert sorted(i for call in calls for i in call) == list(range(len(lengths)))
+        flat = [lengths[i] for call in calls for i in call]
+        assert flat == sorted(flat)  # similar lengths together: little padding
+        for n, call in enumerate(calls):
+            padded = len(call) * lengths[call[-1]]
+            assert padded <= budget or len(call) == 1  # a longer text goes alone
+            if n + 1 < len(calls):  # full: the next text would not have fitted
+                assert (len(call) + 1) * lengths[calls[n + 1][0]] > budget
+    assert model_calls([], 512) == []
+
+
+def test_runners_write_each_vector_to_its_own_text(onnx_cache):
+    """Two runners make the same calls as one, so the vectors are the same, each on its text."""
+    words = ["queue", "cache", "lease"]
+    texts = [f"{words[n % 3]} " * n for n in range(1, 120, 3)]
+    one = OnnxEmbedder(quantize=True, threads=1, cache_dir=onnx_cache).embed(texts)
+    two = OnnxEmbedder(quantize=True, threads=2, cache_dir=onnx_cache)
+    assert len(model_calls([two.count_tokens(t) for t in texts], onnxembed.CALL_TOKENS)) > 2
+    assert two.embed(texts) == one
+    alone = [two.embed([text])[0] for text in texts[::7]]
+    assert min(cosines(alone, one[::7])) >= 0.97
+
+
+def test_a_runners_failure_is_raised_by_embed(int8, monkeypatch):
+    session = int8._session
+    calls = 0
+
+    class Failing:
+        def get_inputs(self):
+            return session.get_inputs()
+
+        def run(self, *args):
+            nonlocal calls
+            calls += 1
+            if calls == 3:
+                raise RuntimeError("ORT failed on call 3")
+            return session.run(*args)
+
+    monkeypatch.setitem(int8.__dict__, "_session", Failing())
+    with pytest.raises(RuntimeError, match="call 3"):
+        int8.embed([f"text {'x ' * n}" for n in range(0, 600, 10)])
 
 
 def test_mean_pooling_skips_padding_and_normalises():
