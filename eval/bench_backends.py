@@ -2,11 +2,11 @@
 
 Per backend, on the same site (eval/evolving.py, 127.0.0.1): a cold `ragsync run` as a fresh
 process with ``[embedder] backend`` set (wall and CPU seconds), the bare model loop of that
-backend on the same chunk texts (eval/bare_embed.py, best of ``--bare-runs``: chunks per
-second of wall time and per CPU second; CPU seconds are the figure a loaded machine disturbs
-least), and the site's questions asked of that index through the same backend: hit@1, hit@5
-and MRR@10, scored by eval/bench_peers.py's ``rank_scores``. ONNX exports are made (or found
-in the cache) before any timed run: export is once per machine.
+backend on the same chunk texts (eval/bare_embed.py, with ragsync's own model calls on ONNX;
+best of ``--bare-runs``: chunks per second of wall time and per CPU second; CPU seconds are the
+figure a loaded machine disturbs least), and the site's questions asked of that index through
+the same backend: hit@1, hit@5 and MRR@10, scored by eval/bench_peers.py's ``rank_scores``.
+ONNX exports are made (or found in the cache) before any timed run: export is once per machine.
 
 Usage: python eval/bench_backends.py [--pages 200] [--backends torch,onnx,onnx-int8]
 → eval/results/backends.json and backends.md.
@@ -47,7 +47,7 @@ def measure(backend: str, work: Path, sitemap: str, questions, bare_runs: int) -
         from ragsync.onnxembed import OnnxEmbedder
 
         export = OnnxEmbedder(quantize=backend == "onnx-int8").ensure_export()
-        bare_args += ["--onnx", str(export)]
+        bare_args += ["--onnx", str(export), "--runners"]  # the model calls ragsync makes
     system = System("ragsync", work / backend, sitemap)
     config = system.work / "ragsync.toml"
     config.write_text(config.read_text() + f'\n[embedder]\nbackend = "{backend}"\n')
