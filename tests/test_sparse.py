@@ -10,7 +10,7 @@ import pytest
 
 from ragsync.errors import StoreError
 from ragsync.models import Hit
-from ragsync.retrieval import NoSparseVectors, SparseIndex, fuse, retrieve
+from ragsync.retrieval import RRF_K, NoSparseVectors, SparseIndex, fuse, retrieve
 from ragsync.sparse import (
     SPARSE_ID,
     SparseVector,
@@ -102,7 +102,7 @@ def test_fusion_is_weighted_reciprocal_rank_and_keeps_both_scores():
     fused = fuse(dense, sparse, 4, sparse_weight=1.0)
     assert [h.point_id for h in fused] == ["c", "a", "b", "d"]
     c = fused[0]
-    assert c.score == pytest.approx(1 / 63 + 1 / 61, abs=1e-6)
+    assert c.score == pytest.approx(1 / (RRF_K + 3) + 1 / (RRF_K + 1), abs=1e-6)
     assert (c.dense_score, c.sparse_score) == (0.7, 12.0)
     assert fused[1].sparse_score is None and fused[3].dense_score is None
     assert [h.point_id for h in fuse(dense, sparse, 4, sparse_weight=0.0)][:3] == ["a", "b", "c"]

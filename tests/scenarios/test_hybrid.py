@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 
 from ragsync.connectors.pgvector_store import PgVectorStore
-from ragsync.retrieval import NoSparseVectors
+from ragsync.retrieval import CANDIDATES, RRF_K, NoSparseVectors
 from ragsync.sparse import SPARSE_ID, dimension, encode
 from ragsync.sync import Syncer
 from ragsync.testing import DevSite
@@ -96,7 +96,7 @@ def test_sparse_search_finds_exact_terms_and_hybrid_carries_both_scores(tmp_path
             top = hybrid[0]
             assert top.dense_score is not None and top.sparse_score is not None
             both = 1 + config.search.sparse_weight  # in both rankings: each adds its weight
-            assert both / (60 + 50) <= top.score <= both / 61 + 1e-6
+            assert both / (RRF_K + CANDIDATES) <= top.score <= both / (RRF_K + 1) + 1e-6
             assert [h.score for h in hybrid] == sorted((h.score for h in hybrid), reverse=True)
             default = syncer.search("CARGO_TARGET_DIR build output", k=3)  # [search] mode
             assert [h.point_id for h in default] == [h.point_id for h in hybrid]
