@@ -48,10 +48,10 @@ EXPORT_RECIPE = 1
 OPSET = 17
 OUTPUT = "last_hidden_state"
 # Padded tokens per model call (a text longer than this goes alone). Small calls run faster per
-# token on the CPU (their activations stay in cache) and a dynamic int8 call quantises over
-# less padding; measured on the 1,269 texts of eval/bench_core.py's site, one 2-thread session:
-# 4.8 s with calls of 64 texts (about 9,600 tokens), 3.2–3.6 s at 1,024, 2.7–2.9 s at 512 on
-# two single-threaded runners (README "Embedding backends").
+# token on the CPU: their activations stay in cache. On the 1,269 texts of eval/bench_core.py's
+# site (int8), one 2-thread session took 4.8 s with calls of 64 texts (about 9,600 tokens) and
+# 3.2–3.6 s with calls of 1,024 tokens; two single-threaded runners took 2.7–2.9 s with calls
+# of 512 (README "Embedding backends").
 CALL_TOKENS = 512
 
 
