@@ -7,8 +7,9 @@ Without ``--onnx``: sentence-transformers on torch (ragsync's ``backend = "torch
 ONNX Runtime on that export file (ragsync's ``onnx`` / ``onnx-int8`` cache file, made by the
 caller), the tokenizer and mean pooling in numpy, batches of 64 texts sorted by length, on one
 session with 2 intra-op threads whose idle threads sleep (``--spin``: ONNX Runtime's default,
-spinning). ``--runners``: ragsync's own plan instead (``ragsync.onnxembed``): calls of at most
-``CALL_TOKENS`` padded tokens, run by 2 single-threaded runners at once. The timer starts at
+spinning). ``--runners``: ragsync's call plan instead (``ragsync.onnxembed``): calls of at most
+``CALL_TOKENS`` padded tokens, run by 2 single-threaded runners at once (over all the texts at
+once, where ragsync plans each ``embed`` call: one per window of pages). The timer starts at
 interpreter start-up work we control (imports), like a `ragsync run`.
 """
 
@@ -38,9 +39,13 @@ def torch_loop(texts: list[str]) -> tuple[float, float]:
 
 
 def onnx_loop(texts: list[str], export: str, mode: str) -> tuple[float, float]:
+    from concurrent.futures import ThreadPoolExecutor
+
     import numpy as np
     import onnxruntime
     from tokenizers import Tokenizer
+
+    from ragsync.onnxembed import CALL_TOKENS, model_calls
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1 if mode == "--runners" else 2
@@ -70,10 +75,6 @@ def onnx_loop(texts: list[str], export: str, mode: str) -> tuple[float, float]:
         for start in range(0, len(texts), BATCH):
             run(tokenizer.encode_batch(texts[start : start + BATCH]))
         return loaded
-    from concurrent.futures import ThreadPoolExecutor
-
-    from ragsync.onnxembed import CALL_TOKENS, model_calls
-
     encodings = tokenizer.encode_batch(texts)
     calls = model_calls([len(e.ids) for e in encodings], CALL_TOKENS)
     with ThreadPoolExecutor(2) as runners:
@@ -85,7 +86,10 @@ with open(sys.argv[1], encoding="utf-8") as file:
     # Sorted by length, as sentence-transformers and ragsync batch them (little padding).
     texts = sorted(json.loads(file.read()), key=len)
 if sys.argv[2:3] == ["--onnx"]:
-    loop = onnx_loop(texts, sys.argv[3], mode="".join(sys.argv[4:5]))
+    mode = "".join(sys.argv[4:5])
+    if mode not in ("", "--spin", "--runners"):
+        raise SystemExit(f"unknown option {mode!r}: --spin or --runners")
+    loop = onnx_loop(texts, sys.argv[3], mode=mode)
 else:
     loop = torch_loop(texts)
 loaded, loaded_cpu = loop

@@ -3,8 +3,8 @@
 Steps and what each compares:
 1. cold sync: `ragsync run` on an empty state vs the bare model embedding the same texts in one
    loop (both as fresh processes: imports + model load + work) → pipeline overhead ratio. On
-   ONNX the bare loop runs ragsync's own model calls (``--runners``), and a plain loop of 64
-   texts per call is shown beside it.
+   ONNX the bare loop runs ragsync's call plan (``--runners``), and a plain loop of 64 texts
+   per call is shown beside it.
 2. no-change re-sync: `ragsync run` again vs the naive approach (re-crawl and re-embed
    everything) → wall-time and bytes-downloaded ratios.
 3. small edit (one paragraph on 5% of pages): `ragsync run` vs the naive approach.
@@ -126,11 +126,11 @@ def main() -> None:
         if options.backend == "torch":
             bare_wall, bare_cpu, bare = bare_loop("bare model loop (torch)", bare_args)
         else:
-            # The floor: the same texts run as ragsync runs them (calls of CALL_TOKENS padded
+            # The floor: the same texts on ragsync's call plan (calls of CALL_TOKENS padded
             # tokens, 2 single-threaded runners); and the plain loop of 64 texts per call on
             # one 2-thread session, ragsync's earlier plan (README "Embedding backends").
             bare_wall, bare_cpu, bare = bare_loop(
-                f"bare model loop ({options.backend}, ragsync's calls on 2 runners)",
+                f"bare model loop ({options.backend}, ragsync's call plan, 2 runners)",
                 [*bare_args, "--runners"],
             )
             plain_wall, plain_cpu, _ = bare_loop(

@@ -1,7 +1,7 @@
 """Gather the benchmark results into eval/results/README.md and the README's benchmark tables.
 
 Reads eval/results/{peers,core,core-torch,noop,stores,stores-1m,stores-1m-engines,
-workers-100k-all,workers,docsites,retrieval,search,backends,revalidate,startup}.md,
+workers-100k-all,workers,docsites,retrieval,fusion,search,backends,revalidate,startup}.md,
 faults.json and webhooks.json (whichever exist) and rewrites the text between
 ``<!-- bench:begin -->`` and ``<!-- bench:end -->`` in the top-level README, so the published
 figures are always the last measured ones.
@@ -45,6 +45,7 @@ def tables() -> str:
             "retrieval",
             "Retrieval quality: dense, sparse and hybrid vs peers (`eval/bench_retrieval.py`)",
         ),
+        ("fusion", "Hybrid fusion: rank offset and weight (`eval/bench_fusion.py`)"),
         ("search", "Warm search latency (`eval/bench_search.py`)"),
         ("backends", "Embedding backends: torch and ONNX (`eval/bench_backends.py`)"),
         ("revalidate", "Revalidation throughput (`eval/bench_revalidate.py`)"),

@@ -49,9 +49,9 @@ OPSET = 17
 OUTPUT = "last_hidden_state"
 # Padded tokens per model call (a text longer than this goes alone). Small calls run faster per
 # token on the CPU: their activations stay in cache. On the 1,269 texts of eval/bench_core.py's
-# site (int8), one 2-thread session took 4.8 s with calls of 64 texts (about 9,600 tokens) and
-# 3.2–3.6 s with calls of 1,024 tokens; two single-threaded runners took 2.7–2.9 s with calls
-# of 512 (README "Embedding backends").
+# site (int8), one 2-thread session took 4.3–4.8 s with calls of 64 texts (about 9,600 tokens)
+# and 3.2–3.6 s with calls of up to 1,024 tokens; two single-threaded runners took 2.7–3.1 s
+# with calls of up to 256–768 (README "Embedding backends").
 CALL_TOKENS = 512
 
 
@@ -262,8 +262,9 @@ class OnnxEmbedder(LocalModel):
     Args:
         model: the bundled model's name or a local sentence-transformers folder.
         quantize: run the int8 export (faster, cosine about 0.99 to fp32).
-        batch_size: texts per ``embed`` call the pipeline makes (the model itself is called
-            with at most :data:`CALL_TOKENS` padded tokens at a time).
+        batch_size: texts per model call on the other backends; here the model is called
+            with at most :data:`CALL_TOKENS` padded tokens at a time (the pipeline still hands
+            ``embed`` ``batch_size`` × 16 texts at a time: ragsync.pipeline.vectors).
         threads: runners calling the model at once, each on one CPU thread.
         cache_dir: where exports are kept (default :func:`cache_root`).
 

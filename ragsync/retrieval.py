@@ -3,8 +3,8 @@
 Hybrid search asks both rankings for :data:`CANDIDATES` chunks and fuses them by weighted
 reciprocal rank (RRF, Cormack et al. 2009): a chunk scores ``1/(RRF_K + dense rank) +
 w/(RRF_K + sparse rank)``, ``w`` being ``[search] sparse_weight``. Ranks, not scores, are
-fused because cosine similarities and BM25 scores live on different scales; the weight and the
-mode's default were chosen by measurement (README "Benchmarks", retrieval quality).
+fused because cosine similarities and BM25 scores live on different scales; the weight, the
+rank offset and the mode's default were chosen by measurement (README "Hybrid retrieval").
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ragsync.sparse import encode_query, idf, query_dimensions
 Mode = Literal["dense", "sparse", "hybrid"]
 MODES: tuple[Mode, ...] = ("dense", "sparse", "hybrid")
 # The rank offset: 10 rather than the customary 60 lets a chunk ranked first by one ranking
-# outweigh one ranked middling by both (measured: README "Hybrid search").
+# outweigh one ranked middling by both (measured: README "Hybrid retrieval").
 RRF_K = 10
 CANDIDATES = 50  # per ranking, and at least k
 
@@ -51,8 +51,16 @@ class SparseIndex:
     frequencies: Frequencies | None = None
 
 
-def fuse(dense: Sequence[Hit], sparse: Sequence[Hit], k: int, *, sparse_weight: float) -> list[Hit]:
-    """The ``k`` best hits by weighted reciprocal rank, each carrying both rankings' scores.
+def fuse(
+    dense: Sequence[Hit],
+    sparse: Sequence[Hit],
+    k: int,
+    *,
+    sparse_weight: float,
+    offset: int = RRF_K,
+) -> list[Hit]:
+    """The ``k`` best hits by weighted reciprocal rank (rank ``offset``: :data:`RRF_K`), each
+    carrying both rankings' scores.
 
     Example::
 
@@ -67,7 +75,7 @@ def fuse(dense: Sequence[Hit], sparse: Sequence[Hit], k: int, *, sparse_weight: 
     for name, weight, hits in (("dense", 1.0, dense), ("sparse", sparse_weight, sparse)):
         for rank, hit in enumerate(hits, 1):
             first.setdefault(hit.point_id, hit)
-            fused[hit.point_id] = fused.get(hit.point_id, 0.0) + weight / (RRF_K + rank)
+            fused[hit.point_id] = fused.get(hit.point_id, 0.0) + weight / (offset + rank)
             scores.setdefault(hit.point_id, {})[name] = hit.score
     ranked = sorted(fused, key=lambda pid: (-fused[pid], pid))[:k]
     return [

@@ -79,7 +79,7 @@ def test_onnx_vectors_match_torch_for_the_same_texts(fp32, int8, real_embedder):
     # short first text gets 0.979 beside its neighbours here (on eval/bench_core.py's 1,269
     # texts, 0.984 at the least against fp32, whatever the call size).
     int8_cosines = cosines(int8_vectors, torch_vectors)
-    assert min(int8_cosines) >= 0.975
+    assert min(int8_cosines) >= 0.97  # room for another CPU's int8 kernels
     assert sum(int8_cosines) / len(int8_cosines) >= 0.99
     assert fp32.embed([]) == []
     # One text alone gives the vector it gets in a padded batch (the mask is honoured).
@@ -229,14 +229,20 @@ def test_model_calls_hold_each_text_once_and_fill_the_token_budget():
 
 def test_runners_write_each_vector_to_its_own_text(onnx_cache):
     """Two runners make the same calls as one, so the vectors are the same, each on its text."""
-    words = ["queue", "cache", "lease"]
-    texts = [f"{words[n % 3]} " * n for n in range(1, 120, 3)]
+    topics = ["queue", "cache", "lease", "sitemap", "robots", "journal", "webhook", "tombstone"]
+    fillers = ["retries", "backoff", "deadline", "payload", "tokens", "windows", "schedule"]
+    texts = [  # distinct texts of many lengths: several calls, each row its own
+        f"The {topics[i % 8]} keeps its {fillers[i % 7]}. " + f"{fillers[(i + 3) % 7]} " * (i * 3)
+        for i in range(40)
+    ]
     one = OnnxEmbedder(quantize=True, threads=1, cache_dir=onnx_cache).embed(texts)
     two = OnnxEmbedder(quantize=True, threads=2, cache_dir=onnx_cache)
     assert len(model_calls([two.count_tokens(t) for t in texts], onnxembed.CALL_TOKENS)) > 2
     assert two.embed(texts) == one
-    alone = [two.embed([text])[0] for text in texts[::7]]
-    assert min(cosines(alone, one[::7])) >= 0.97
+    for i in range(0, 40, 3):  # a text alone is nearest to its own row, not a neighbour's
+        alone = two.embed([texts[i]])[0]
+        nearest = max(range(40), key=lambda j: cosines([alone], [one[j]])[0])
+        assert nearest == i
 
 
 def test_a_runners_failure_is_raised_by_embed(int8, monkeypatch):

@@ -10,7 +10,7 @@ from ragsync.pipeline.context import Engine
 from ragsync.sparse import SparseVector, encode
 from ragsync.state.terms import VectorsOf
 
-EMBED_CALL_BATCHES = 16  # model batches per embed call (and per cache flush)
+EMBED_CALL_BATCHES = 16  # embedder.batch_size batches per embed call (and per cache flush)
 
 
 def embed_missing(engine: Engine, texts: dict[str, str], counters: Counters) -> None:
