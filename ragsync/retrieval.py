@@ -59,8 +59,8 @@ def fuse(
     sparse_weight: float,
     offset: int = RRF_K,
 ) -> list[Hit]:
-    """The ``k`` best hits by weighted reciprocal rank (rank ``offset``: :data:`RRF_K`), each
-    carrying both rankings' scores.
+    """The ``k`` best hits by weighted reciprocal rank (rank offset ``offset``, by default
+    :data:`RRF_K`), each carrying both rankings' scores.
 
     Example::
 
