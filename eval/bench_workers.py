@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -432,6 +433,9 @@ def main() -> None:
         for site in sites:
             site.stop()
         server.cleanup()
+        # The database and the probe files (gigabytes at 100,000 pages): what they hold is in
+        # the results by now.
+        shutil.rmtree(work, ignore_errors=True)
     print("\n".join(lines))
 
 
