@@ -3,7 +3,8 @@
 Usage: python eval/bare_embed.py TEXTS.json [--onnx EXPORT.onnx [--spin | --runners]]
 → prints {"import_load_s", "encode_s", "encode_cpu_s", "total_s", "total_cpu_s", "texts"}.
 
-Without ``--onnx``: sentence-transformers on torch (ragsync's ``backend = "torch"``). With it:
+Without ``--onnx``: sentence-transformers on torch, ``TORCH_CALL_TEXTS`` texts per call as
+ragsync's ``backend = "torch"`` calls it. With it:
 ONNX Runtime on that export file (ragsync's ``onnx`` / ``onnx-int8`` cache file, made by the
 caller), the tokenizer and mean pooling in numpy, batches of 64 texts sorted by length, on one
 session with 2 intra-op threads whose idle threads sleep (``--spin``: ONNX Runtime's default,
@@ -32,9 +33,11 @@ def torch_loop(texts: list[str]) -> tuple[float, float]:
     torch.set_num_threads(2)
     from sentence_transformers import SentenceTransformer
 
+    from ragsync.embed import TORCH_CALL_TEXTS
+
     model = SentenceTransformer(str(MODEL), device="cpu")
     loaded = time.perf_counter(), time.process_time()
-    model.encode(texts, batch_size=BATCH, show_progress_bar=False)
+    model.encode(texts, batch_size=TORCH_CALL_TEXTS, show_progress_bar=False)
     return loaded
 
 

@@ -2,7 +2,7 @@
 
 Per backend, on the same site (eval/evolving.py, 127.0.0.1): a cold `ragsync run` as a fresh
 process with ``[embedder] backend`` set (wall and CPU seconds), the bare model loop of that
-backend on the same chunk texts (eval/bare_embed.py: ragsync's call plan on ONNX, 64 texts
+backend on the same chunk texts (eval/bare_embed.py: ragsync's call plan on ONNX, its 16 texts
 per call through sentence-transformers on torch; best of ``--bare-runs``: chunks per second of
 wall time and per CPU second; CPU seconds are the figure a loaded machine disturbs least), and
 the site's questions asked of that index through the same backend: hit@1, hit@5 and MRR@10,
@@ -85,8 +85,8 @@ def measure(backend: str, work: Path, sitemap: str, questions, bare_runs: int) -
 def markdown(result: dict[str, Any]) -> str:
     lines = [
         f"Evolving site: {result['pages']} pages, cold sync per backend as a fresh process "
-        "(bare loop: ragsync's call plan on ONNX, sentence-transformers' 64 texts per call on "
-        "torch, so the cold ÷ bare ratios compare within a row); "
+        "(bare loop: ragsync's call plan on ONNX, its 16 texts per call through "
+        "sentence-transformers on torch, so the cold ÷ bare ratios compare within a row); "
         f"{result['chunks']} chunk texts; 2 CPU cores.",
         "",
         "| backend | bare chunks/s | bare chunks/CPU s | cold wall s | cold CPU s "

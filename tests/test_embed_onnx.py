@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ragsync import onnxembed
-from ragsync.embed import SentenceTransformerEmbedder, embedder_from_config
+from ragsync.embed import TORCH_CALL_TEXTS, SentenceTransformerEmbedder, embedder_from_config
 from ragsync.errors import ConfigError, EmbedError, StoreError
 from ragsync.onnxembed import (
     OnnxEmbedder,
@@ -84,6 +84,29 @@ def test_onnx_vectors_match_torch_for_the_same_texts(fp32, int8, real_embedder):
     assert fp32.embed([]) == []
     # One text alone gives the vector it gets in a padded batch (the mask is honoured).
     assert min(cosines(fp32.embed(TEXTS[1:2]), fp32_vectors[1:2])) >= 0.99999
+
+
+def test_torch_calls_the_model_with_a_few_texts_at_a_time(real_embedder, monkeypatch):
+    """Calls of at most TORCH_CALL_TEXTS texts whatever ``batch_size`` (the pipeline's step),
+    with the vectors one text alone gets."""
+    from sentence_transformers import SentenceTransformer
+
+    sizes: list[int] = []
+    encode = SentenceTransformer.encode
+
+    def spy(self, sentences, **kwargs):
+        sizes.append(kwargs["batch_size"])
+        return encode(self, sentences, **kwargs)
+
+    monkeypatch.setattr(SentenceTransformer, "encode", spy)
+    assert real_embedder.batch_size == 64 and TORCH_CALL_TEXTS == 16
+    vectors = real_embedder.embed(TEXTS)
+    assert sizes == [16]
+    alone = [real_embedder.embed([text])[0] for text in TEXTS]
+    assert min(cosines(vectors, alone)) >= 0.99999
+    small = SentenceTransformerEmbedder(batch_size=4)
+    small.embed(TEXTS[:2])
+    assert sizes[-1] == 4  # a smaller batch_size is kept
 
 
 def test_each_backend_has_its_own_model_id(fp32, int8, real_embedder):
