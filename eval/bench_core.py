@@ -23,6 +23,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -147,6 +148,7 @@ def main() -> None:
         naive_edit = measure("edit 5% of pages", "naive re-crawl + re-embed", naive)
     finally:
         site.stop()
+        shutil.rmtree(work, ignore_errors=True)  # the runs' states and stores: in the results now
 
     ratios = {
         "cold_sync_overhead_vs_bare_model": round(cold["wall_s"] / bare_wall, 2),
