@@ -31,7 +31,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from eval.bench_peers import rank_scores  # noqa: E402
-from eval.bench_retrieval import Plan, absolute, evolving_questions, ragsync_index  # noqa: E402
+from eval.bench_retrieval import (  # noqa: E402
+    Plan,
+    absolute,
+    book_source,
+    evolving_questions,
+    ragsync_index,
+)
 from eval.evolving import EvolvingSite  # noqa: E402
 from eval.questionsets import INSTALLED_CARGO_BOOK, Question, load  # noqa: E402
 from ragsync.models import Hit  # noqa: E402
@@ -80,11 +86,7 @@ def sets(pages: int, work: Path) -> dict[str, tuple[list[Question], list[Lists]]
     copy = work / "cargo-book-site"
     shutil.copytree(INSTALLED_CARGO_BOOK, copy)
     with StaticSite(copy) as site:
-        source = (
-            f'[[sources]]\nid = "docs"\nkind = "crawl"\nurl = "{site.base_url}/index.html"\n'
-            'every = "0s"\n'
-        )
-        index = ragsync_index(work, "cargo-book", "", 128, plan, source)
+        index = ragsync_index(work, "cargo-book", "", 128, plan, book_source(site.base_url))
         questions = absolute(list(load()), site.base_url)
         found["cargo-book"] = questions, rankings(index.config, questions, embedder)
     return found

@@ -461,6 +461,14 @@ def evolving_set(
         evolving.site.stop()
 
 
+def book_source(base: str, start: str = "index.html", depth: str = "") -> str:
+    """The ``[[sources]]`` table ragsync crawls the served book with, from page ``start``
+    (``depth``: an extra ``max_depth = …`` line, or none)."""
+    return (
+        f'[[sources]]\nid = "docs"\nkind = "crawl"\nurl = "{base}/{start}"\nevery = "0s"\n{depth}'
+    )
+
+
 def book_set(
     plan: Plan,
     work: Path,
@@ -482,10 +490,7 @@ def book_set(
         depth = "max_depth = 1\n"
     with StaticSite(copy) as site:
         base = site.base_url
-        source = (
-            f'[[sources]]\nid = "docs"\nkind = "crawl"\nurl = "{base}/{start}"\n'
-            f'every = "0s"\n{depth}'
-        )
+        source = book_source(base, start, depth)
         measure_set(
             "cargo-book",
             absolute(questions, base),

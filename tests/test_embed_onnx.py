@@ -1,6 +1,8 @@
 """The ONNX Runtime backend (issue #21 part 3): the same vectors as torch from a local export,
 a model id of its own per backend, strict config, and an export cache that is re-used, checked
-and redone when damaged — and a run on a cached export imports no torch.
+and redone when damaged — and a run on a cached export imports no torch. Also how the local
+backends call the model: ONNX in token-bounded calls on parallel runners, torch a few texts at
+a time.
 
 The export is made once for this module (a few seconds) in a folder of its own.
 """
