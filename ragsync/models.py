@@ -343,6 +343,7 @@ class Counters:
     listings_incomplete: int = 0  # listings that failed in part: no "unlisted" evidence
     out_of_scope: int = 0  # listed URLs outside the source's hosts: never requested
     noindex: int = 0  # crawled pages that ask not to be indexed (robots noindex): not indexed
+    not_text: int = 0  # crawled links to files (JSON, images) never indexed: skipped, no failure
     events_delivered: int = 0
     pages_queued: int = 0  # workers: due pages put on the shared work queue
 

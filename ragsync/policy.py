@@ -15,6 +15,12 @@ HTML_TYPES = frozenset({"", "text/html", "application/xhtml+xml"})
 TEXT_TYPES = frozenset({"text/plain", "text/markdown", "text/x-markdown"})
 
 
+def is_file(status: int, content_type: str) -> bool:
+    """Whether a response is a file rather than a text page: a 200 whose media type is neither
+    HTML nor text (JSON, an image, an archive)."""
+    return status == 200 and content_type not in HTML_TYPES and content_type not in TEXT_TYPES
+
+
 def classify(status: int, content_type: str, body: bytes) -> tuple[Verdict, str]:
     """The verdict on a response and, when it is not usable content, the reason.
 
@@ -41,7 +47,7 @@ def classify(status: int, content_type: str, body: bytes) -> tuple[Verdict, str]
         return Verdict.RETRY, f"HTTP {status}"
     if status != 200:
         return Verdict.REFUSED, f"HTTP {status}"
-    if content_type not in HTML_TYPES and content_type not in TEXT_TYPES:
+    if is_file(status, content_type):
         return Verdict.REFUSED, f"not a text page: content type {content_type}"
     if not body.strip():
         return Verdict.REFUSED, "empty body on HTTP 200"

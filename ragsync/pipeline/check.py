@@ -38,7 +38,7 @@ from ragsync.pipeline.outcomes import (
     Skipped,
     Unchanged,
 )
-from ragsync.policy import HTML_TYPES, classify, raw_hash
+from ragsync.policy import HTML_TYPES, classify, is_file, raw_hash
 from ragsync.politeness import HostPaused, PoliteFetcher
 from ragsync.robots import RobotsPolicy, decode_robots, product_token
 from ragsync.scope import RobotsScope, Scope
@@ -278,6 +278,14 @@ class PageChecker:
                 return Failed(page, exchange, moved_to=moved_to, reason=reason)
             return NotModified(page, exchange, moved_to=moved_to)
         if verdict != "content":
+            indexed = page.document and page.document["status"] != DocumentStatus.TOMBSTONED
+            file = is_file(response.status, response.content_type)
+            if self.follow_links and file and not indexed:
+                # A crawled link to a file never indexed (a JSON view, an image): not one of the
+                # site's pages, so no failure; it links nowhere (README "Discovery"). An
+                # indexed page that turns into a file fails, as below.
+                links = PageLinks()
+                return Skipped(page, exchange, why="not_text", reason=reason, links=links)
             transient = verdict in ("retry", "rate_limited")
             return Failed(
                 page,

@@ -18,7 +18,7 @@ incomplete until every page's links are stored.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -75,6 +75,15 @@ class Checked:
         return cls(reader, "read")
 
 
+def start_keys(source: SourceConfig, urls: Sequence[str]) -> Iterator[str]:
+    """The record keys of a crawl's start pages (a URL that is not one has none)."""
+    for url in urls:
+        try:
+            yield canonical_record_key(source.id, canonical_url(url, source.strip_params))
+        except ValueError:
+            continue
+
+
 def gone(documents: dict[str, Document], key: str) -> bool:
     """Whether the record ``key`` is a tombstone (in ``documents``, its rows by key)."""
     document = documents.get(key)
@@ -108,9 +117,12 @@ class Crawl:
         self.scope, self.discovery, self.queue = scope, discovery, queue
         self.directories = tuple(start_directory(url) for url in crawler.start_urls)
         self.start_hosts = frozenset(hostname(url) for url in crawler.start_urls)
+        self.start_keys = frozenset(start_keys(source, crawler.start_urls))
         self.depth = -1  # of the level being checked; the start pages are depth 0
         self.pages = 0  # pages admitted so far
         self.checked: dict[str, Checked] = {}  # the level's pages checked so far, by key
+        self.links_only: dict[str, str] = {}  # why each page of the window without a record was
+        self.linking: set[str] = set()  # … read for its links only; pages with stored links
 
     def follows(self, url: str) -> bool:
         """Whether a link to ``url`` is part of the crawl: in the source's scope (hosts and
@@ -168,6 +180,7 @@ class Crawl:
         the validators of those read for their links only. A page whose links are not stored
         is requested without validators (a 304 would leave its links unknown)."""
         stored = self.engine.state.crawl_links.links(keys)
+        self.linking = {key for key, links in stored.items() if links}
         records = {
             key: doc
             if key in stored
@@ -175,28 +188,43 @@ class Crawl:
             for key, doc in documents.items()
         }
         unrecorded = [key for key in keys if key in stored and key not in documents]
-        return records, self.engine.state.crawl_links.validators(unrecorded)
+        links_only = self.engine.state.crawl_links.validators(unrecorded)
+        self.links_only = {key: skipped for key, (_, _, skipped) in links_only.items()}
+        return records, {key: (etag, modified) for key, (etag, modified, _) in links_only.items()}
 
     def store(self, outcomes: Sequence[Outcome]) -> list[Outcome]:
         """Store the links read in a window, before it is committed (a crash in between costs
         a re-read, never a stale graph); remember what :meth:`next_level` needs of them.
         Returns the outcomes to commit: a page read for its links only that answered 304 is
-        skipped (it has no record to update)."""
+        skipped (it has no record to update); a file that is a start page, or that stands where
+        the crawl holds a page's links, fails (its links are not lost to it)."""
         rows: list[LinksRow] = []
         kept: list[Outcome] = []
         for outcome in outcomes:
+            key = outcome.page.doc_key
             if isinstance(outcome, NotModified) and outcome.page.document is None:
-                outcome = Skipped(outcome.page, outcome.exchange, why="noindex", reason=NOINDEX)
+                page, exchange = outcome.page, outcome.exchange
+                if self.links_only.get(key) == "not_text":
+                    outcome = Skipped(page, exchange, why="not_text", reason="a file (HTTP 304)")
+                else:
+                    outcome = Skipped(page, exchange, why="noindex", reason=NOINDEX)
+            elif (
+                isinstance(outcome, Skipped)
+                and outcome.why == "not_text"
+                and (key in self.start_keys or key in self.linking)
+            ):
+                outcome = Failed(outcome.page, outcome.exchange, reason=outcome.reason)
             kept.append(outcome)
             checked = Checked.of(self.source.id, outcome)
-            self.checked[outcome.page.doc_key] = checked
+            self.checked[key] = checked
             if outcome.links is None:
                 continue
             response = outcome.exchange.response
             validators: Validators = (None, None)
+            skipped = None
             if isinstance(outcome, Skipped) and response is not None:  # no record holds them
-                validators = (response.etag, response.last_modified)
-            rows.append((checked.reader, outcome.links.links, validators))
+                validators, skipped = (response.etag, response.last_modified), outcome.why
+            rows.append((checked.reader, outcome.links.links, validators, skipped))
             if outcome.links.truncated:
                 self.discovery.incomplete(
                     f"crawl: {outcome.page.url} has more than {MAX_LINKS} links; "

@@ -169,10 +169,10 @@ class Deleted(Outcome):
 @dataclass(frozen=True)
 class Skipped(Outcome):
     """Not requested: robots.txt disallows it, its host is paused past ``max_pause_wait``, or it
-    lies outside the source's scope; or (``noindex``) a crawled page never indexed that asks
-    not to be: read for its links only."""
+    lies outside the source's scope; or a crawled page never indexed, read for its links only:
+    it asks not to be indexed (``noindex``), or it is a file, not a text page (``not_text``)."""
 
-    why: Literal["disallowed", "deferred", "out_of_scope", "noindex"] = "disallowed"
+    why: Literal["disallowed", "deferred", "out_of_scope", "noindex", "not_text"] = "disallowed"
     reason: str = ""
 
     def response_counter(self) -> str | None:
@@ -180,6 +180,7 @@ class Skipped(Outcome):
             "disallowed": "robots_disallowed",
             "deferred": "deferred",
             "noindex": "noindex",
+            "not_text": "not_text",
         }.get(self.why, "out_of_scope")
 
 

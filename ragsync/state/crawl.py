@@ -11,21 +11,24 @@ from collections.abc import Sequence
 
 from ragsync.state.repository import Repository
 
-LinksRow = tuple[str, Sequence[str], tuple[str | None, str | None]]
-"""``(doc key, outlinks, (etag, last_modified))``."""
+LinksRow = tuple[str, Sequence[str], tuple[str | None, str | None], str | None]
+"""``(doc key, outlinks, (etag, last_modified), skipped)``: ``skipped`` says why a page that
+has no record was read for its links only (``noindex``, ``not_text``), else None."""
+LinksOnly = tuple[str | None, str | None, str]
+"""``(etag, last_modified, skipped)`` of a page read for its links only."""
 
 
 class CrawlLinks(Repository):
     """Outlinks by record key (``state.crawl_links``)."""
 
     def put(self, source_id: str, links: Sequence[LinksRow], at: str) -> None:
-        """Store ``[(doc key, outlinks, (etag, last_modified))]`` read at ``at``, in one
-        transaction (replacing what each page had). The validators are those of a page that
-        has no record to hold them (it says noindex), else ``(None, None)``."""
+        """Store ``[(doc key, outlinks, (etag, last_modified), skipped)]`` read at ``at``, in
+        one transaction (replacing what each page had). The validators are those of a page that
+        has no record to hold them (read for its links only), else ``(None, None)``."""
         if not links:
             return
         with self.state.write():
-            for doc_key, urls, (etag, last_modified) in links:
+            for doc_key, urls, (etag, last_modified), skipped in links:
                 row = {
                     "doc_key": doc_key,
                     "source_id": source_id,
@@ -33,6 +36,7 @@ class CrawlLinks(Repository):
                     "read_at": at,
                     "etag": etag,
                     "last_modified": last_modified,
+                    "skipped": skipped,
                 }
                 self.db.table("crawl_links").upsert(row, pk="doc_key")
 
@@ -43,14 +47,15 @@ class CrawlLinks(Repository):
             row["doc_key"]: json.loads(row["links"]) for row in self.state.query_in(sql, doc_keys)
         }
 
-    def validators(self, doc_keys: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
-        """``{doc key: (etag, last_modified)}`` of those of ``doc_keys`` stored with some."""
+    def validators(self, doc_keys: Sequence[str]) -> dict[str, LinksOnly]:
+        """``{doc key: (etag, last_modified, skipped)}`` of those of ``doc_keys`` stored with
+        validators (pages read for their links only)."""
         sql = (
-            "select doc_key, etag, last_modified from crawl_links where doc_key in ({marks}) "
-            "and (etag is not null or last_modified is not null)"
+            "select doc_key, etag, last_modified, skipped from crawl_links "
+            "where doc_key in ({marks}) and (etag is not null or last_modified is not null)"
         )
         return {
-            row["doc_key"]: (row["etag"], row["last_modified"])
+            row["doc_key"]: (row["etag"], row["last_modified"], row["skipped"] or "noindex")
             for row in self.state.query_in(sql, doc_keys)
         }
 

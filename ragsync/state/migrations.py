@@ -345,6 +345,13 @@ def _m015_work_by_source(db: Any) -> None:
     db.table("work").create_index(["source_id"])
 
 
+def _m016_links_only(db: Any) -> None:
+    # Why a crawled page without a record was read for its links only: "noindex", or
+    # "not_text" (a file; README "Discovery"). NULL: noindex (the only reason before), so that
+    # its 304 counts as what it is.
+    db.table("crawl_links").add_column("skipped", str)
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_initial", _m001_initial),
     ("002_failures_and_deletion", _m002_failures_and_deletion),
@@ -361,4 +368,5 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("013_sparse", _m013_sparse),
     ("014_check_times_index", _m014_check_times_index),
     ("015_work_by_source", _m015_work_by_source),
+    ("016_links_only", _m016_links_only),
 )
