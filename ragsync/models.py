@@ -275,6 +275,10 @@ class Hit:
     # ranking's candidates); ``score`` is then the fused score.
     dense_score: float | None = None
     sparse_score: float | None = None
+    chunk_index: int = 0  # the chunk's place in its page
+    # The other pages holding the same chunk text (an aggregate page that repeats every page,
+    # such as a single-page edition): collapsed into this hit (README "Hybrid search").
+    also: tuple[str, ...] = ()
 
     @classmethod
     def from_payload(cls, point_id: Any, score: float, payload: dict[str, Any]) -> Hit:
@@ -289,6 +293,7 @@ class Hit:
             source=meta.get("source", ""),
             doc_key=meta.get("doc_key", ""),
             point_id=str(point_id),
+            chunk_index=int(meta.get("chunk_index") or 0),
         )
 
 

@@ -255,4 +255,6 @@ def render_hit(rank: int, hit: Hit) -> str:
     excerpt = " ".join(hit.text.split())[:200]
     both = hit.dense_score is not None and hit.sparse_score is not None
     scores = f" (dense {hit.dense_score:.3f}, sparse {hit.sparse_score:.3f})" if both else ""
-    return f"{rank}. {hit.score:.3f}{scores}  {hit.title}\n   {path}\n   {hit.url}\n   {excerpt}\n"
+    also = f"   also on {', '.join(hit.also)}\n" if hit.also else ""
+    head = f"{rank}. {hit.score:.3f}{scores}  {hit.title}\n   {path}\n   {hit.url}\n"
+    return f"{head}{also}   {excerpt}\n"

@@ -89,6 +89,44 @@ def fuse(
     ]
 
 
+def collapse(*rankings: Sequence[Hit]) -> list[list[Hit]]:
+    """Each ranking with one hit per chunk text, best first, so that a text held by several
+    pages (an aggregate page repeating them all, such as a single-page edition) takes one
+    place, not one per page.
+
+    A text's hit, the same in every ranking, is the one nearest its page's start (lowest
+    ``chunk_index``; then by record key): on a part of an aggregate page it sits far earlier
+    than on the aggregate. It names the other pages in ``also`` and keeps each ranking's score.
+
+    Example::
+
+        >>> part = Hit(0.8, "same", "u/fs", "t", (), "s", "fs", "A", chunk_index=2)
+        >>> whole = Hit(0.8, "same", "u/all", "t", (), "s", "all", "B", chunk_index=90)
+        >>> other = Hit(0.7, "other", "u/fs", "t", (), "s", "fs", "C")
+        >>> [(h.point_id, h.also) for h in collapse([whole, part, other])[0]]
+        [('A', ('u/all',)), ('C', ())]
+    """
+    holders: dict[str, dict[str, Hit]] = {}
+    for hits in rankings:
+        for hit in hits:
+            holders.setdefault(hit.text, {}).setdefault(hit.point_id, hit)
+    chosen: dict[str, Hit] = {}
+    for text, held in holders.items():
+        home = min(held.values(), key=lambda hit: (hit.chunk_index, hit.doc_key, hit.point_id))
+        others = sorted({hit.url for hit in held.values()} - {home.url})
+        chosen[text] = dataclasses.replace(home, also=tuple(others))
+    collapsed: list[list[Hit]] = []
+    for hits in rankings:
+        seen: set[str] = set()
+        kept: list[Hit] = []
+        for hit in hits:
+            if hit.text not in seen:
+                seen.add(hit.text)
+                kept.append(dataclasses.replace(chosen[hit.text], score=hit.score))
+        collapsed.append(kept)
+    return collapsed
+
+
 def sparse_query(query: str, store: Any, index: SparseIndex) -> Any:
     """The query's sparse vector: plain terms for a store with an IDF modifier, else each
     term weighted by its IDF over the collection."""
@@ -129,14 +167,17 @@ def retrieve(
                 "--same-collection` to add them, or search with mode dense"
             )
         mode = "dense"
+    # Texts held by several pages take one place each (collapse): a single ranking asks for
+    # twice k so that k remain; hybrid's candidates are many more than k already.
     if mode == "dense":
-        hits = store.search(embed(query), k, source)
-        return [dataclasses.replace(h, dense_score=h.score) for h in hits]
-    candidates = k if mode == "sparse" else max(k, CANDIDATES)
+        [hits] = collapse(store.search(embed(query), 2 * k, source))
+        return [dataclasses.replace(h, dense_score=h.score) for h in hits[:k]]
+    candidates = 2 * k if mode == "sparse" else max(k, CANDIDATES)
     lexical = store.search_sparse(sparse_query(query, store, index), candidates, source)
     if mode == "sparse":
-        return [dataclasses.replace(h, sparse_score=h.score) for h in lexical]
-    dense = store.search(embed(query), max(k, CANDIDATES), source)
+        [hits] = collapse(lexical)
+        return [dataclasses.replace(h, sparse_score=h.score) for h in hits[:k]]
+    dense, lexical = collapse(store.search(embed(query), max(k, CANDIDATES), source), lexical)
     return fuse(dense, lexical, k, sparse_weight=sparse_weight)
 
 

@@ -43,6 +43,7 @@ def document(hit: Hit) -> Document:
             "score": hit.score,
             "dense_score": hit.dense_score,
             "sparse_score": hit.sparse_score,
+            "also": list(hit.also),
         },
     )
 

@@ -152,9 +152,9 @@ def index_id(config: Config) -> str:
 
 
 def hit_dict(hit: Hit) -> dict[str, Any]:
-    """A hit as JSON: the fields of :class:`~ragsync.models.Hit`, headings as a list."""
+    """A hit as JSON: the fields of :class:`~ragsync.models.Hit`, tuples as lists."""
     data = dataclasses.asdict(hit)
-    data["headings"] = list(hit.headings)
+    data["headings"], data["also"] = list(hit.headings), list(hit.also)
     return data
 
 
@@ -162,7 +162,8 @@ def hit_from_dict(data: Mapping[str, Any]) -> Hit:
     """The :class:`~ragsync.models.Hit` of :func:`hit_dict`'s JSON."""
     names = {f.name for f in dataclasses.fields(Hit)}
     values = {name: data[name] for name in names if name in data}  # scores: newer serves
-    return Hit(**{**values, "headings": tuple(values["headings"]), "score": float(data["score"])})
+    tuples = {"headings": tuple(values["headings"]), "also": tuple(values.get("also", ()))}
+    return Hit(**{**values, **tuples, "score": float(data["score"])})
 
 
 class SharedStore:

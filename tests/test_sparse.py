@@ -10,7 +10,7 @@ import pytest
 
 from ragsync.errors import StoreError
 from ragsync.models import Hit
-from ragsync.retrieval import RRF_K, NoSparseVectors, SparseIndex, fuse, retrieve
+from ragsync.retrieval import RRF_K, NoSparseVectors, SparseIndex, collapse, fuse, retrieve
 from ragsync.sparse import (
     SPARSE_ID,
     SparseVector,
@@ -154,6 +154,66 @@ def test_retrieve_by_mode_and_its_fallbacks():
     assert isinstance(raised.value, StoreError)
     with pytest.raises(ValueError, match="mode"):
         retrieve("b", 2, store=store, embed=embed, index=index, mode="bm25")  # type: ignore[arg-type]
+
+
+def held(text: str, page: str, chunk_index: int, score: float) -> Hit:
+    """The chunk ``text`` as page ``page`` holds it."""
+    url = f"https://docs.example.org/{page}.html"
+    return Hit(
+        score, text, url, page, (), "s", f"s:{url}", f"{page}-{chunk_index}", 0, 0, chunk_index
+    )
+
+
+class AggregateStore(Store):
+    """all.html repeats readline.html: each of its texts ranks twice, the aggregate first."""
+
+    def search(self, vector, k, source=None):
+        self.asked.append(("dense", k, source))
+        ranked = [
+            held("line by line", "all", 900, 0.9),
+            held("line by line", "readline", 3, 0.9),
+            held("the line event", "all", 901, 0.8),
+            held("the line event", "readline", 4, 0.8),
+            held("streams", "stream", 0, 0.7),
+        ]
+        return ranked[:k]
+
+    def search_sparse(self, vector, k, source=None):
+        self.asked.append(("sparse", vector, k, source))
+        return [held("the line event", "readline", 4, 9.0), held("the line event", "all", 901, 9.0)]
+
+
+def test_a_text_held_by_several_pages_is_one_hit_on_the_page_nearest_its_start():
+    store, index = AggregateStore(), SparseIndex(SPARSE_ID)
+    embed = lambda text: [0.0]  # noqa: E731
+    for mode in ("dense", "hybrid"):
+        hits = retrieve("line", 3, store=store, embed=embed, index=index, mode=mode)
+        assert len(hits) == 3, mode  # k hits, each text once
+        assert sorted(h.text for h in hits) == ["line by line", "streams", "the line event"]
+        for h in hits:
+            if h.text != "streams":
+                assert h.url.endswith("/readline.html"), (mode, h)
+                assert h.also == ("https://docs.example.org/all.html",)
+    [first] = retrieve("line", 1, store=store, embed=embed, index=index, mode="sparse")
+    assert first.point_id == "readline-4" and first.sparse_score == 9.0 and first.also
+    assert ("dense", 6, None) in store.asked  # a single ranking asks for 2k
+
+
+def test_collapse_keeps_each_rankings_order_and_one_hit_per_text():
+    rng = random.Random(11)
+    for _ in range(200):
+        texts = [f"t{i}" for i in range(8)]
+        pool = [held(rng.choice(texts), f"p{j}", rng.randint(0, 9), 0.0) for j in range(12)]
+        rankings = [rng.sample(pool, rng.randint(0, 12)) for _ in range(2)]
+        collapsed = collapse(*rankings)
+        home: dict[str, str] = {}
+        for before, after in zip(rankings, collapsed, strict=True):
+            order = list(dict.fromkeys(h.text for h in before))
+            assert [h.text for h in after] == order
+            for h in after:
+                assert home.setdefault(h.text, h.point_id) == h.point_id  # the same in both
+                holders = [x for x in pool if x.text == h.text and x in rankings[0] + rankings[1]]
+                assert h.chunk_index == min(x.chunk_index for x in holders)
 
 
 def test_a_store_without_idf_gets_idf_weighted_queries_from_the_frequencies():
