@@ -57,6 +57,11 @@ class Attempts(Repository):
                 pk="doc_key",
             )
 
+    def clear(self, doc_key: str) -> None:
+        """Forget a page's failed attempts (it answered)."""
+        with self.state.write():
+            self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])
+
     def list(self, source_id: str | None = None) -> builtins.list[dict[str, Any]]:
         if source_id is None:
             return list(self.db.query("select * from fetch_attempts order by doc_key"))

@@ -129,3 +129,34 @@ def test_pages_that_leave_the_sitemap_are_pruned_per_policy(world):
     assert points_of(pruning, GONE, site) == set()
     assert doc(keeping, site, GONE)["status"] == "active"
     assert points_of(keeping, GONE, site)
+
+
+def test_a_tombstoned_page_whose_retry_answers_404_is_not_asked_again(world):
+    """A tombstone checked during a maintenance window gets a retry; the retry's 404 confirms
+    the tombstone and ends the retries (before, the page was requested on every run)."""
+    site, clock, make = world
+    syncer = make(missing_confirmations=1, missing_grace="0s", every="1h")
+    syncer.run()
+    listed = site.listed
+    site.listed = lambda: [*listed(), GONE]  # still linked: checked on every listing
+    site.remove_page(GONE)
+    clock.advance(hours=2)
+    assert syncer.run().counters.tombstones_created == 1
+    key = doc(syncer, site, GONE)["doc_key"]
+
+    site.redirect(GONE, "/maintenance", status=302)  # a maintenance window: retried
+    clock.advance(hours=2)
+    assert syncer.run().counters.temporary_redirects == 1
+    assert syncer.state.attempts.get(key)["state"] == "retrying"
+
+    site.remove_page(GONE)  # back: the retry (due before the source is) answers 404
+    clock.advance(minutes=30)
+    retried = syncer.run()
+    assert retried.counters.responses_404 == 1 and retried.ok
+    assert doc(syncer, site, GONE)["status"] == "tombstoned"
+    assert syncer.state.attempts.get(key) is None
+
+    asked = len(site.requests_to(GONE))
+    clock.advance(minutes=10)  # nothing due
+    assert syncer.run().counters.requests_sent == 0
+    assert len(site.requests_to(GONE)) == asked
