@@ -23,6 +23,7 @@ from typing import Any
 from uuid import UUID
 
 from ragsync.config import StoreConfig
+from ragsync.embedded import open_waiting
 from ragsync.errors import StoreError
 from ragsync.models import Hit
 from ragsync.registry import EDGE_META
@@ -40,15 +41,24 @@ class QdrantEdgeStore:
         batch_size: points per update operation.
     """
 
-    def __init__(self, collection: str, *, path: str, batch_size: int = 256):
+    def __init__(
+        self, collection: str, *, path: str, batch_size: int = 256, open_wait: float = 0.0
+    ):
         self.collection = collection
-        self.folder = Path(path) / collection
+        self.root = Path(path)
+        self.folder = self.root / collection
         self.batch_size = max(1, batch_size)
+        self.open_wait = open_wait
         self._shard: Any = None
 
     @classmethod
     def from_config(cls, config: StoreConfig) -> QdrantEdgeStore:
-        return cls(config.collection, path=config.path, batch_size=config.batch_size)
+        return cls(
+            config.collection,
+            path=config.path,
+            batch_size=config.batch_size,
+            open_wait=config.open_wait,
+        )
 
     def exists(self) -> bool:
         return (self.folder / META).is_file()
@@ -59,10 +69,17 @@ class QdrantEdgeStore:
             from qdrant_edge import EdgeShard
 
             try:
-                self._shard = EdgeShard.load(str(self.folder / "shard"))
+                self._shard = open_waiting(
+                    lambda: EdgeShard.load(str(self.folder / "shard")),
+                    held=lambda exc: "WouldBlock" in str(exc),  # its WAL's lock
+                    folder=self.root,
+                    wait=self.open_wait,
+                    what=f"qdrant_edge {self.folder}",
+                )
             except Exception as exc:  # the binding raises plain exceptions with the reason
+                held = " (open in another process)" if "WouldBlock" in str(exc) else ""
                 raise StoreError(
-                    f"qdrant_edge {self.folder}: cannot open the shard: {exc}"
+                    f"qdrant_edge {self.folder}: cannot open the shard{held}: {exc}"
                 ) from exc
         return self._shard
 

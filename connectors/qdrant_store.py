@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from ragsync.config import StoreConfig, resolve_env, resolve_env_url
+from ragsync.embedded import open_waiting
 from ragsync.errors import StoreError
 from ragsync.models import Hit
 from ragsync.policy import retry_delay
@@ -63,8 +64,10 @@ class QdrantStore:
         timeout: float = 30.0,
         retry_attempts: int = 5,
         retry_base: float = 0.5,
+        open_wait: float = 0.0,
     ):
         self.collection = collection
+        self.open_wait = open_wait
         self.path = path
         self.url = url
         self.api_key = api_key
@@ -93,6 +96,7 @@ class QdrantStore:
             batch_size=config.batch_size,
             timeout=config.timeout,
             retry_attempts=config.retry_attempts,
+            open_wait=config.open_wait,
         )
 
     @property
@@ -112,15 +116,22 @@ class QdrantStore:
                     assert self.path is not None
                     if self.path != ":memory:":
                         Path(self.path).mkdir(parents=True, exist_ok=True)
-                    self._client = QdrantClient(path=self.path)
+                    local = self.path
+                    self._client = open_waiting(
+                        lambda: QdrantClient(path=local),
+                        held=lambda exc: isinstance(exc, RuntimeError),  # its folder lock
+                        folder=Path(local),
+                        wait=self.open_wait if local != ":memory:" else 0.0,
+                        what=f"qdrant store {local}",
+                    )
             except RuntimeError as exc:  # local mode: folder held by another process
                 if self.url:
                     raise StoreError(f"qdrant server {self.url}: {exc}") from exc
                 raise StoreError(
                     f"qdrant store {self.path}: already opened by another process (another "
                     "`ragsync run`, `serve` or an app using QdrantClient(path=...)). Local mode "
-                    "allows one process at a time: wait for it to finish, or point "
-                    "[store] url at a Qdrant server."
+                    f"allows one process at a time (waited {self.open_wait:.0f} s, [store] "
+                    "open_wait): wait for it to finish, or point [store] url at a Qdrant server."
                 ) from exc
         return self._client
 

@@ -22,14 +22,17 @@ import dataclasses
 import hashlib
 import hmac
 import ipaddress
+import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, cast
 
 from ragsync.config import Config
 from ragsync.embed import Embedder
+from ragsync.embedded import asked_since
 from ragsync.models import Hit
 from ragsync.protocols import VectorStore
 from ragsync.retrieval import MODES, Mode, SparseIndex, retrieve
@@ -40,6 +43,8 @@ MAX_K = 100
 DEFAULT_K = 5
 KEEP_OPEN = 300.0  # seconds the shared store stays open after the last query
 Access = Literal["token", "loopback", "off"]
+
+log = logging.getLogger("ragsync")
 
 
 @dataclass(frozen=True)
@@ -186,17 +191,21 @@ class SharedStore:
         *,
         keep_open: float = KEEP_OPEN,
         clock: Callable[[], float] = time.monotonic,
+        folder: Path | None = None,
     ):
         self.opener = opener
         self.keep_open = keep_open
         self.clock = clock
+        self.folder = folder
         self.lock = threading.RLock()
         self.inner: VectorStore | None = None
         self.last_query: float | None = None
+        self.opened_at = 0.0  # Unix time the real store was last opened
 
     @property
     def store(self) -> VectorStore:
         if self.inner is None:
+            self.opened_at = time.time()
             self.inner = self.opener()
         return self.inner
 
@@ -257,8 +266,15 @@ class SharedStore:
                 self.shutdown()
 
     def release_if_idle(self) -> None:
-        """Close the real store once no query came for ``keep_open`` seconds."""
-        if self.inner is not None and not self.recently_queried():
+        """Close the real store once no query came for ``keep_open`` seconds, or at once when
+        another process asked for it (an embedded store in ``folder``: README "Vector
+        stores"); a query then reopens it when that process is done."""
+        if self.inner is None:
+            return
+        if self.folder is not None and asked_since(self.folder, self.opened_at):
+            log.info("%s: another process asked for the store; letting go", self.folder)
+            self.shutdown()
+        elif not self.recently_queried():
             self.close()
 
     def shutdown(self) -> None:

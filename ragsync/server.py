@@ -25,6 +25,7 @@ secret names an unset variable is logged at start-up and its hook answers 404.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -35,6 +36,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -97,7 +99,11 @@ class ServeLoop:
     store: SharedStore = field(init=False)
 
     def __post_init__(self) -> None:
-        self.store = SharedStore(lambda: open_store(self.config.store))
+        # serve's queries never wait for a store another process holds (a 503 says retry),
+        # and it lets go of its own when another process asks (README "Vector stores").
+        store = dataclasses.replace(self.config.store, open_wait=0.0)
+        folder = None if store.url else Path(store.path)
+        self.store = SharedStore(lambda: open_store(store), folder=folder)
 
     def loop(self) -> None:
         with Syncer(self.config, store=self.store) as syncer:

@@ -188,6 +188,9 @@ def run_pass(
         if dispatcher is not None:
             result.counters.events_delivered = dispatcher.deliver_due(EVENTS_DEADLINE)
         prune_raw_bodies(engine)
+    except BaseException:
+        result.ok = False  # recorded as failed: an error ended the pass (`status` says so)
+        raise
     finally:
         if dispatcher is not None:
             dispatcher.close()

@@ -1,0 +1,146 @@
+"""An embedded store open in another process (README "Vector stores"): a command waits for it,
+bounded by ``[store] open_wait``, asking the holder to let go; ``serve`` lets go when asked; a
+run that an error ends is recorded as failed."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+
+from ragsync.config import config_from_mapping
+from ragsync.embedded import WANTED, asked_since, open_waiting
+from ragsync.errors import StoreError
+from ragsync.registry import open_store
+from ragsync.searchapi import SharedStore
+from ragsync.sync import Syncer
+from ragsync.testing import DevSite, FastEmbedder
+from tests.support import example_pages
+
+
+class Held(Exception):
+    pass
+
+
+def test_open_waiting_asks_the_holder_and_opens_once_it_lets_go(tmp_path, caplog):
+    now = [0.0]
+    tries: list[float] = []
+
+    def opener() -> str:
+        tries.append(now[0])
+        if len(tries) < 4:
+            raise Held("Can't init WAL: Kind(WouldBlock)")
+        return "store"
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    with caplog.at_level(logging.WARNING, logger="ragsync"):
+        opened = open_waiting(
+            opener,
+            held=lambda exc: isinstance(exc, Held),
+            folder=tmp_path / "store",
+            wait=10,
+            what="the store",
+            sleep=sleep,
+            clock=lambda: now[0],
+        )
+    assert opened == "store" and len(tries) == 4
+    assert (tmp_path / "store" / WANTED).is_file() and asked_since(tmp_path / "store", 0)
+    assert [r.getMessage() for r in caplog.records].count(
+        "the store is open in another process (`ragsync serve` lets go when asked); "
+        "waiting up to 10 s ([store] open_wait)"
+    ) == 1
+
+
+def test_open_waiting_is_bounded_and_passes_other_errors_at_once(tmp_path):
+    now = [0.0]
+    calls = []
+
+    def held() -> str:
+        calls.append(now[0])
+        raise Held("WouldBlock")
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    with pytest.raises(Held):
+        open_waiting(
+            held, held=lambda e: True, folder=tmp_path, wait=2, what="s", sleep=sleep,
+            clock=lambda: now[0],
+        )  # fmt: skip
+    assert 8 <= len(calls) <= 10 and calls[-1] >= 2
+    calls.clear()
+    with pytest.raises(ValueError):
+        open_waiting(
+            lambda: (_ for _ in ()).throw(ValueError("broken")),
+            held=lambda e: isinstance(e, Held),
+            folder=tmp_path,
+            wait=60,
+            what="s",
+            sleep=sleep,
+        )
+    assert not asked_since(tmp_path / "elsewhere", 0)
+
+
+def config(tmp_path: Path, site: DevSite, kind: str, open_wait: str):
+    store = {
+        "kind": kind,
+        "path": str(tmp_path / kind),
+        "collection": "docs",
+        "open_wait": open_wait,
+    }
+    source = {"id": "docs", "kind": "sitemap", "url": site.base_url + "/sitemap.xml", "every": "0s"}
+    data = {"state": {"path": str(tmp_path / "state.db")}, "store": store, "sources": [source]}
+    return config_from_mapping(data, base_dir=tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["qdrant_edge", "qdrant"])
+def test_a_run_waits_for_the_store_serve_holds_and_serve_lets_go(tmp_path, kind):
+    site = DevSite(example_pages(3))
+    site.start()
+    try:
+        first = config(tmp_path, site, kind, "30s")
+        with Syncer(first, embedder=FastEmbedder()) as syncer:
+            assert syncer.run().ok
+        # serve's store, open after a query (as serve keeps it for 5 minutes), and its loop
+        # asking it to let go when idle or asked, every 0.05 s.
+        shared = SharedStore(lambda: open_store(first.store), folder=Path(first.store.path))
+        query = FastEmbedder().embed(["how are requests throttled?"])[0]
+        assert shared.search(query, 3) and shared.recently_queried()
+        stop = threading.Event()
+
+        def serve_loop() -> None:
+            while not stop.wait(0.05):
+                shared.release_if_idle()
+
+        loop = threading.Thread(target=serve_loop)
+        loop.start()
+        try:
+            site.set_page("/guide/page-1", "Changed", "<p>" + "A changed page. " * 20 + "</p>")
+            with Syncer(first, embedder=FastEmbedder()) as syncer:
+                result = syncer.run()  # needs the store: waits, serve lets go
+            assert result.ok and result.counters.points_upserted >= 1, result.to_dict()
+            assert shared.inner is None
+            assert shared.search(query, 3)  # serve's next query reopens it after the run
+        finally:
+            stop.set()
+            loop.join()
+            shared.shutdown()
+
+        # Without anyone letting go, a run fails after open_wait, and is recorded as failed.
+        holder = open_store(first.store)
+        holder.count()
+        try:
+            site.set_page("/guide/page-1", "Again", "<p>" + "Changed again. " * 20 + "</p>")
+            with Syncer(config(tmp_path, site, kind, "0s"), embedder=FastEmbedder()) as syncer:
+                with pytest.raises(StoreError, match="another process"):
+                    syncer.run()
+                last = syncer.state.runs.get_last()
+                assert last["status"] == "failed" and not last["ok"]
+        finally:
+            holder.close()
+    finally:
+        site.stop()
