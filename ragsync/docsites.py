@@ -271,10 +271,11 @@ def main_element(tree: Any, generator: Generator | None) -> Any:
 
 def page_title(main: Any, head_title: str, og_title: str, site_name: str = "") -> str:
     """The title the page shows: the main content's first visible ``<h1>`` outside
-    navigation; else ``<title>`` cut after the main content's first heading when it starts
-    with it (section numbers ignored), or without the part equal to ``og:site_name``
-    (``site_name``), or without its last `` | ``/`` - ``/`` — ``/`` · `` part; else
-    ``og:title``.
+    navigation — unless it is a site banner: ``<title>`` does not hold it but names another of
+    the page's headings, which is then the title; else ``<title>`` cut after the main
+    content's first heading when it starts with it (section numbers ignored), or without the
+    part equal to ``og:site_name`` (``site_name``), or without its last `` | ``/`` - ``/`` — ``/``
+    `` · `` part; else ``og:title``.
 
     Example::
 
@@ -282,11 +283,16 @@ def page_title(main: Any, head_title: str, og_title: str, site_name: str = "") -
         'Usage'
         >>> page_title(lxml.html.fromstring("<div></div>"), "Acme Docs · Install", "", "Acme Docs")
         'Install'
+        >>> banner = "<div><h1>The XSLT C library for GNOME</h1><h2>FAQ</h2></div>"
+        >>> page_title(lxml.html.fromstring(banner), "FAQ", "")
+        'FAQ'
     """
     headings = [h for h in main.iter(*HEADINGS) if not _in_chrome(h, main)]
-    for heading in headings:
-        text = heading_text(heading)
+    texts = [heading_text(h) for h in headings]
+    for heading, text in zip(headings, texts, strict=True):
         if heading.tag == "h1" and text:
+            if head_title and text not in head_title and head_title in texts:
+                return head_title  # the h1 is the site's name, the <title> the page's heading
             return text
     if head_title:
         if headings:

@@ -38,6 +38,9 @@ _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)"
 _NOISE_TAGS = ("script", "style", "noscript", "nav", "header", "footer", "aside", "form", "iframe")
 
 
+_SECTION_NUMBER = re.compile(r"^(?:[0-9A-Z]+\.)*[0-9]+\.?\s+")  # "2.7 ", "A.1. "
+
+
 def content_hash(markdown: str) -> str:
     """sha256 of normalised Markdown (hex)."""
     return hashlib.sha256(markdown.encode("utf-8")).hexdigest()
@@ -286,9 +289,41 @@ def extract(html: str, url: str) -> Extracted:
         raise ExtractError(url, "no text and no title in the page (trafilatura and markdownify)")
     normalized = normalize_markdown(markdown)
     title = title or _first_heading(normalized) or url
+    if title != url:
+        normalized = with_title_heading(normalized, title)
     return Extracted(
         title=title, markdown=normalized, content_hash=content_hash(normalized), extractor=extractor
     )
+
+
+def with_title_heading(markdown: str, title: str) -> str:
+    r"""``markdown`` with its title heading every section: the title leads every chunk's
+    heading path (README "Chunking"). A page whose content has no level-1 heading (trafilatura
+    dropped it; DocBook reference pages start at level 2 with "Name") gets the title as one,
+    unless its first heading is the title (section numbers aside) and every later heading
+    nests under it; a first heading that is the title but has siblings is promoted to level 1.
+
+    Example::
+
+        >>> with_title_heading("## Name\n\nxsltproc — a tool", "xsltproc")
+        '# xsltproc\n\n## Name\n\nxsltproc — a tool'
+        >>> with_title_heading("## FAQ\n\nText\n\n## Install\n\nMore", "FAQ")
+        '# FAQ\n\nText\n\n## Install\n\nMore'
+        >>> with_title_heading("### 2.7 Thread Safety\n\n#### Locks\n\nText", "Thread Safety")
+        '### 2.7 Thread Safety\n\n#### Locks\n\nText'
+        >>> with_title_heading("# Install\n\nText", "Setup")
+        '# Install\n\nText'
+    """
+    headings = list(re.finditer(r"^(#{1,6})\s+(.+)$", markdown, flags=re.M))
+    if any(len(h.group(1)) == 1 for h in headings):
+        return markdown
+    first = headings[0] if headings else None
+    if first is None or _SECTION_NUMBER.sub("", first.group(2).strip()) != title:
+        return f"# {title}\n\n{markdown}"
+    level = len(first.group(1))
+    if all(len(h.group(1)) > level for h in headings[1:]):
+        return markdown  # the title heads every section already
+    return markdown[: first.start()] + f"# {first.group(2)}" + markdown[first.end() :]
 
 
 def _markdownify_main(html: str) -> str:
