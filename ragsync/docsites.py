@@ -140,7 +140,7 @@ GENERATORS: tuple[Generator, ...] = (
         "npm-docs",
         ("//section[@id='content']/div[@id='_content']",),
         ("//section[@id='content']",),
-        ("//*[@id='table_of_contents']",),
+        ("//*[@id='table_of_contents']", "//footer[@id='edit']"),
     ),
     Generator(
         "docbook",

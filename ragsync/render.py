@@ -253,8 +253,12 @@ def render_hit(rank: int, hit: Hit) -> str:
     then both rankings' scores), title, heading path, URL and the start of its text."""
     path = " > ".join(hit.headings) or hit.title
     excerpt = " ".join(hit.text.split())[:200]
-    both = hit.dense_score is not None and hit.sparse_score is not None
-    scores = f" (dense {hit.dense_score:.3f}, sparse {hit.sparse_score:.3f})" if both else ""
+    parts = {"dense": hit.dense_score, "sparse": hit.sparse_score}
+    # A hybrid hit's fused score is neither ranking's: both are shown, "—" for a ranking that
+    # did not find the chunk; a single mode's score is its ranking's own.
+    fused = hit.score not in parts.values()
+    scores = ", ".join(f"{name} {'—' if v is None else f'{v:.3f}'}" for name, v in parts.items())
+    scores = f" ({scores})" if fused and any(v is not None for v in parts.values()) else ""
     also = f"   also on {', '.join(hit.also)}\n" if hit.also else ""
     head = f"{rank}. {hit.score:.3f}{scores}  {hit.title}\n   {path}\n   {hit.url}\n"
     return f"{head}{also}   {excerpt}\n"

@@ -8,6 +8,8 @@ import subprocess
 import sys
 
 from ragsync.config import load_config
+from ragsync.models import Hit
+from ragsync.render import render_hit
 from tests.support import page, ragsync_cli, sentences
 
 
@@ -168,3 +170,14 @@ def test_progress_bars_on_a_terminal_never_mix_with_json(tmp_path, site):
     screen = terminal.decode("utf-8", "replace")
     assert "pages checked" in screen and "texts embedded" in screen
     assert "5/5" in screen and "16/16" in screen  # 5 pages checked (1 disallowed), 16 texts
+
+
+def test_a_search_hit_shows_both_rankings_scores_and_the_other_pages_holding_it():
+    hit = Hit(0.2, "text", "https://d/fs.html", "fs", ("fs",), "s", "d", "p", dense_score=0.6)
+    assert "1. 0.200 (dense 0.600, sparse —)  fs" in render_hit(1, hit)  # one ranking found it
+    both = Hit(0.3, "text", "https://d/fs.html", "fs", (), "s", "d", "p", 0.6, 12.0)
+    assert "(dense 0.600, sparse 12.000)" in render_hit(1, both)
+    dense = Hit(0.6, "text", "https://d/fs.html", "fs", (), "s", "d", "p", dense_score=0.6)
+    assert render_hit(1, dense).startswith("1. 0.600  fs\n")  # a single mode: its own score
+    held = Hit(0.6, "t", "https://d/fs.html", "fs", (), "s", "d", "p", also=("https://d/all.html",))
+    assert "   also on https://d/all.html\n" in render_hit(1, held)
