@@ -176,8 +176,9 @@ def print_status(report: dict[str, Any], *, table: bool = False) -> None:
             ("needs attention", "needs_attention"),
             ("retrying", "retrying"),
             ("refused", "refused"),
+            ("not found, never indexed", "missing"),
         ):
-            items = s[key]
+            items = s.get(key, [])
             if not items:
                 continue
             click.echo(f"  {title} ({len(items)}):")

@@ -81,6 +81,7 @@ def source_status(engine: Engine, source: SourceConfig, counts: dict[str, int]) 
         "dead_letter": lists[AttemptState.DEAD],
         "needs_attention": lists[AttemptState.ATTENTION],
         "refused": lists[AttemptState.REFUSED],
+        "missing": lists[AttemptState.MISSING],  # never indexed: a broken link, a gone URL
         "suspected_missing": suspected(engine, source),
         "oldest_check": state.documents.oldest_check(source_id),
         # The last listing: complete, or why not (then it proved no page gone).

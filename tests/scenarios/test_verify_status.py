@@ -67,6 +67,7 @@ def test_status_lists_what_fails_since_when_and_why(tmp_path, embedder):
             "/ok": page("OK", {"S": [sentences("fine")]}),
             "/locked": page("Locked", {"S": [sentences("locked")]}),
             "/flaky": page("Flaky", {"S": [sentences("flaky")]}),
+            "/gone": page("Gone", {"S": [sentences("gone")]}),  # listed, never indexed: 404
         }
     )
     site.start()
@@ -79,6 +80,7 @@ def test_status_lists_what_fails_since_when_and_why(tmp_path, embedder):
         site.fault = lambda path, headers: {
             "/locked": (403, {}, b"no"),
             "/flaky": (502, {}, b"bad gateway"),
+            "/gone": (404, {}, b"not found"),
         }.get(path)
         run = subprocess.run(
             [sys.executable, "-m", "ragsync", "run", "-c", str(config)],
@@ -96,7 +98,9 @@ def test_status_lists_what_fails_since_when_and_why(tmp_path, embedder):
         status = json.loads(out.stdout)
         docs = status["sources"]["docs"]
         assert docs["documents"]["active"] == 1
-        assert docs["failing"] == {"attention": 1, "dead": 1}
+        assert docs["failing"] == {"attention": 1, "dead": 1, "missing": 1}
+        [gone] = docs["missing"]  # named: a broken link or a listed URL that is gone
+        assert gone["url"].endswith("/gone") and gone["last_status"] == 404
         [dead] = docs["dead_letter"]
         assert dead["url"].endswith("/flaky") and dead["last_status"] == 502
         assert dead["reason"] == "HTTP 502" and dead["since"]
@@ -112,5 +116,6 @@ def test_status_lists_what_fails_since_when_and_why(tmp_path, embedder):
         ).stdout
         assert "dead letter (1)" in human and "needs attention (1)" in human
         assert "HTTP 502" in human and "/flaky" in human
+        assert "not found, never indexed (1)" in human and "/gone: HTTP 404" in human
     finally:
         site.stop()
