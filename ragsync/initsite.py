@@ -168,7 +168,30 @@ class SiteProbe:
         tried = "; ".join(self.notes[-3:])
         if page is None and self.notes[-1].startswith(f"{self.url} redirects to another host"):
             tried = f"{self.notes[-1]}: give --url that URL"
-        return SiteChoice("crawl", self.url, f"no sitemap or feed found ({tried})")
+        reason = f"no sitemap or feed found ({tried})"
+        elsewhere = self.links_outside(page) if page is not None else []
+        if elsewhere:
+            # A crawl stays under its start page's directory (README "Discovery"): say what
+            # that leaves out, and where `include` would widen it.
+            reason += (
+                f"; the crawl stays under {start_directory(self.url)}: {len(elsewhere)} links "
+                f"of the start page lead elsewhere on the site, such as {elsewhere[0]} "
+                f'(include = ["{self.root}*"] follows them)'
+            )
+        return SiteChoice("crawl", self.url, reason)
+
+    def links_outside(self, page: Response) -> list[str]:
+        """The start page's links to this host outside its directory: a crawl from it does not
+        follow them."""
+        from ragsync.links import page_links
+
+        found = page_links(page.body, page.headers.get("content-type", ""), page.url, page.headers)
+        directory = start_directory(self.url)
+        return [
+            url
+            for url in found.links
+            if self.scope.refuse(url) is None and not url.startswith(directory)
+        ]
 
     def from_robots(self, robots_url: str, sitemaps: list[str]) -> SiteChoice | None:
         """A sitemap source from robots.txt's ``Sitemap:`` lines on this host that answer."""

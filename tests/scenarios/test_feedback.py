@@ -234,6 +234,21 @@ def test_init_probe_then_sitemap_xml_then_a_linked_feed_then_a_crawl(plain_site)
     choice = probe_site(base + "/")
     assert (choice.kind, choice.url) == ("crawl", base + "/")
     assert choice.reason.startswith("no sitemap or feed found (")
+    assert "the crawl stays under" not in choice.reason  # the whole site is under "/"
+
+    # A start page below the root that links elsewhere on the site: the reason says so.
+    links = '<a href="page-1">next</a> <a href="/api/ref">API</a> <a href="/api/ref#x">x</a>'
+    site.set_page("/guide/page-0", "Guide", f"<p>{links}</p>")
+    choice = probe_site(base + "/guide/page-0")
+    assert choice.kind == "crawl"
+    stays = re.search(
+        rf"the crawl stays under {base}/guide/: (\d+) links of the start", choice.reason
+    )
+    assert stays is not None, choice.reason
+    assert f'(include = ["{base}/*"] follows them)' in choice.reason
+    site.set_page("/guide/page-0", "Guide", '<p><a href="page-1">next</a></p>')
+    fewer = re.search(r": (\d+) links of the start", probe_site(base + "/guide/page-0").reason)
+    assert int(stays.group(1)) == (int(fewer.group(1)) if fewer else 0) + 1  # /api/ref, once
 
     site.robots = "User-agent: *\nDisallow: /\n"
     seen = len(site.hits)
