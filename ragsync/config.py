@@ -151,6 +151,7 @@ class StoreConfig:
 
 
 SPARSE_WEIGHT = 1.5
+PAGE_WEIGHT = 0.1
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,10 @@ class SearchConfig:
     # Hybrid: reciprocal-rank fusion, the sparse ranking's weight against the dense one's 1
     # (measured on both question sets: README "Hybrid search").
     sparse_weight: float = bounded(SPARSE_WEIGHT, ge=0.0)
+    # Hybrid: the weight of a candidate's page coverage (the share of its page's other chunks
+    # among the candidates) added to its fused score; 0 turns it off (README "Hybrid
+    # retrieval").
+    page_weight: float = bounded(PAGE_WEIGHT, ge=0.0)
 
 
 @dataclass(frozen=True)

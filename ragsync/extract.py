@@ -298,10 +298,11 @@ def extract(html: str, url: str) -> Extracted:
 
 def with_title_heading(markdown: str, title: str) -> str:
     r"""``markdown`` with its title heading every section: the title leads every chunk's
-    heading path (README "Chunking"). A page whose content has no level-1 heading (trafilatura
-    dropped it; DocBook reference pages start at level 2 with "Name") gets the title as one,
-    unless its first heading is the title (section numbers aside) and every later heading
-    nests under it; a first heading that is the title but has siblings is promoted to level 1.
+    heading path (README "Structure-aware chunks"). A page whose content has no level-1
+    heading (trafilatura dropped it; DocBook reference pages start at level 2 with "Name")
+    gets the title as one, unless its first heading is the title (section numbers aside) and
+    every later heading nests under it; a first heading that is the title but has siblings is
+    promoted to level 1.
 
     Example::
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
-from ragsync.config import SPARSE_WEIGHT
+from ragsync.config import PAGE_WEIGHT, SPARSE_WEIGHT
 from ragsync.errors import StoreError
 from ragsync.models import Hit
 from ragsync.sparse import encode_query, idf, query_dimensions
@@ -32,6 +33,7 @@ log = logging.getLogger("ragsync")
 
 # For a store without an IDF modifier: (document frequency by term, chunks counted).
 Frequencies = Callable[[Sequence[int]], tuple[Mapping[int, int], int]]
+ChunkCounts = Callable[[Sequence[str]], Mapping[str, int]]  # record keys → their chunks
 
 
 class NoSparseVectors(StoreError):
@@ -39,16 +41,18 @@ class NoSparseVectors(StoreError):
 
 
 @dataclass(frozen=True)
-class SparseIndex:
-    """What the query side knows of a collection's sparse vectors.
+class IndexFacts:
+    """What the query side knows of a collection from the state DB.
 
     Args:
         sparse_id: the encoder its points carry vectors of (None: dense only).
         frequencies: document frequencies, for a store that applies no IDF itself.
+        chunk_counts: each page's number of chunks, by record key (:func:`with_coverage`).
     """
 
     sparse_id: str | None = None
     frequencies: Frequencies | None = None
+    chunk_counts: ChunkCounts | None = None
 
 
 def fuse(
@@ -127,7 +131,7 @@ def collapse(*rankings: Sequence[Hit]) -> list[list[Hit]]:
     return collapsed
 
 
-def sparse_query(query: str, store: Any, index: SparseIndex) -> Any:
+def sparse_query(query: str, store: Any, index: IndexFacts) -> Any:
     """The query's sparse vector: plain terms for a store with an IDF modifier, else each
     term weighted by its IDF over the collection."""
     if getattr(store, "sparse_idf", True) or index.frequencies is None:
@@ -144,13 +148,15 @@ def retrieve(
     *,
     store: Any,
     embed: Callable[[str], Sequence[float]],
-    index: SparseIndex,
+    index: IndexFacts,
     mode: Mode,
     sparse_weight: float = SPARSE_WEIGHT,
+    page_weight: float = PAGE_WEIGHT,
     source: str | None = None,
     collection: str = "",
 ) -> list[Hit]:
-    """The ``k`` chunks for ``query`` by ``mode``.
+    """The ``k`` chunks for ``query`` by ``mode``; ``hybrid`` scores each fused candidate
+    with its page's coverage too (:func:`with_coverage`, weighted ``page_weight``).
 
     A collection without sparse vectors answers ``hybrid`` densely (``sparse`` is an error):
     ``ragsync reindex --same-collection`` gives it sparse vectors.
@@ -178,10 +184,45 @@ def retrieve(
         [hits] = collapse(lexical)
         return [dataclasses.replace(h, sparse_score=h.score) for h in hits[:k]]
     dense, lexical = collapse(store.search(embed(query), max(k, CANDIDATES), source), lexical)
-    return fuse(dense, lexical, k, sparse_weight=sparse_weight)
+    if not page_weight or index.chunk_counts is None:
+        return fuse(dense, lexical, k, sparse_weight=sparse_weight)
+    fused = fuse(dense, lexical, len(dense) + len(lexical), sparse_weight=sparse_weight)
+    counts = index.chunk_counts(sorted({hit.doc_key for hit in fused}))
+    return with_coverage(fused, counts, page_weight)[:k]
 
 
-def sparse_index(state: Any, collection: str) -> SparseIndex:
-    """What the state DB knows of ``collection``'s sparse vectors (a :class:`StateDB`)."""
+def with_coverage(hits: Sequence[Hit], chunk_counts: Mapping[str, int], weight: float) -> list[Hit]:
+    """``hits`` (every fused candidate) re-ranked by score + ``weight`` × their page's
+    coverage: the share of the page's other chunks among the candidates, ``(candidates of the
+    page − 1) / chunks of the page`` (``chunk_counts``, by record key; a page not counted
+    counts its candidates). A page that several of its chunks match is more likely the answer
+    than a large one (a changelog, a reference of every option) that one chunk of matches;
+    dividing by the page's size keeps large pages from winning on many weak chunks (README
+    "Hybrid retrieval").
+
+    Example::
+
+        >>> big = [Hit(0.20, f"b{i}", "u", "t", (), "s", "big", f"B{i}") for i in range(3)]
+        >>> small = [Hit(0.19, f"s{i}", "v", "t", (), "s", "small", f"S{i}") for i in range(2)]
+        >>> ranked = with_coverage(big + small, {"big": 300, "small": 2}, 0.1)
+        >>> [h.point_id for h in ranked][:3], ranked[0].score
+        (['S0', 'S1', 'B0'], 0.24)
+    """
+    per_page = Counter(hit.doc_key for hit in hits)
+
+    def coverage(hit: Hit) -> float:
+        found = per_page[hit.doc_key]
+        return (found - 1) / max(chunk_counts.get(hit.doc_key) or found, 1)
+
+    scored = [
+        dataclasses.replace(hit, score=round(hit.score + weight * coverage(hit), 6)) for hit in hits
+    ]
+    return sorted(scored, key=lambda hit: (-hit.score, hit.point_id))
+
+
+def index_facts(state: Any, collection: str) -> IndexFacts:
+    """What the state DB (a :class:`StateDB`) knows of ``collection``: its sparse vectors, and
+    its pages' sizes."""
     sparse_id = state.index.get_collection_sparse(collection)
-    return SparseIndex(sparse_id, partial(state.terms.frequencies, collection))
+    frequencies = partial(state.terms.frequencies, collection)
+    return IndexFacts(sparse_id, frequencies, state.documents.chunk_counts)

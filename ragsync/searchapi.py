@@ -35,7 +35,7 @@ from ragsync.embed import Embedder
 from ragsync.embedded import asked_since
 from ragsync.models import Hit
 from ragsync.protocols import VectorStore
-from ragsync.retrieval import MODES, Mode, SparseIndex, retrieve
+from ragsync.retrieval import MODES, IndexFacts, Mode, retrieve
 from ragsync.sparse import SparseVector
 
 MAX_QUERY_CHARS = 2000  # a question, not a document; longer is a mistake or an attack
@@ -301,7 +301,7 @@ class WarmSearch:
         embedder_factory: Callable[[], Embedder],
         store: SharedStore,
         config: Config,
-        index_of: Callable[[], SparseIndex],
+        index_of: Callable[[], IndexFacts],
     ):
         self.embedder_factory = embedder_factory
         self.store = store
@@ -326,6 +326,7 @@ class WarmSearch:
             index=self.index_of(),
             mode=params.mode or self.config.search.mode,
             sparse_weight=self.config.search.sparse_weight,
+            page_weight=self.config.search.page_weight,
             source=params.source,
             collection=self.config.store.collection,
         )

@@ -58,7 +58,7 @@ from ragsync.models import Counters
 from ragsync.pipeline.context import collection_embedder
 from ragsync.pipeline.targets import outside
 from ragsync.registry import open_store
-from ragsync.retrieval import NoSparseVectors, sparse_index
+from ragsync.retrieval import NoSparseVectors, index_facts
 from ragsync.runlock import RunLocked
 from ragsync.searchapi import (
     ParamError,
@@ -277,7 +277,7 @@ def create_app(
         embedder_factory or partial(collection_embedder, config, state),
         loop.store,
         config,
-        partial(sparse_index, state, config.store.collection),
+        partial(index_facts, state, config.store.collection),
     )
     reader = Syncer(config, state=state)
     registry = CollectorRegistry()

@@ -28,7 +28,7 @@ from ragsync.pipeline.targets import queue_urls
 from ragsync.progress import Progress
 from ragsync.protocols import VectorStore
 from ragsync.repair import verify
-from ragsync.retrieval import Mode, retrieve, sparse_index
+from ragsync.retrieval import Mode, index_facts, retrieve
 from ragsync.runlock import RunLock
 from ragsync.state import StateDB
 from ragsync.status import status
@@ -307,9 +307,10 @@ class Syncer:
                 k,
                 store=self.store,
                 embed=lambda text: self.embedder.embed([text])[0],
-                index=sparse_index(self.state, collection),
+                index=index_facts(self.state, collection),
                 mode=mode or self.config.search.mode,
                 sparse_weight=self.config.search.sparse_weight,
+                page_weight=self.config.search.page_weight,
                 source=source,
                 collection=collection,
             )

@@ -8,9 +8,10 @@ from collections import Counter
 
 import pytest
 
+from ragsync.config import PAGE_WEIGHT
 from ragsync.errors import StoreError
 from ragsync.models import Hit
-from ragsync.retrieval import RRF_K, NoSparseVectors, SparseIndex, collapse, fuse, retrieve
+from ragsync.retrieval import RRF_K, IndexFacts, NoSparseVectors, collapse, fuse, retrieve
 from ragsync.sparse import (
     SPARSE_ID,
     SparseVector,
@@ -139,14 +140,14 @@ class Store:
 
 def test_retrieve_by_mode_and_its_fallbacks():
     store = Store()
-    index = SparseIndex(SPARSE_ID)
+    index = IndexFacts(SPARSE_ID)
     embed = lambda text: [0.0]  # noqa: E731
     hybrid = retrieve("b", 2, store=store, embed=embed, index=index, mode="hybrid")
     assert [h.point_id for h in hybrid] == ["b", "a"]
     assert store.asked[0][2] == 50 and store.asked[1][1] == 50  # candidates from each
     sparse = retrieve("b", 1, store=store, embed=embed, index=index, mode="sparse")
     assert sparse[0].sparse_score == 4.0 and sparse[0].dense_score is None
-    dense_only = SparseIndex(None)
+    dense_only = IndexFacts(None)
     fallback = retrieve("b", 2, store=store, embed=embed, index=dense_only, mode="hybrid")
     assert [h.point_id for h in fallback] == ["a", "b"] and fallback[0].sparse_score is None
     with pytest.raises(NoSparseVectors, match="reindex --same-collection") as raised:
@@ -184,7 +185,7 @@ class AggregateStore(Store):
 
 
 def test_a_text_held_by_several_pages_is_one_hit_on_the_page_nearest_its_start():
-    store, index = AggregateStore(), SparseIndex(SPARSE_ID)
+    store, index = AggregateStore(), IndexFacts(SPARSE_ID)
     embed = lambda text: [0.0]  # noqa: E731
     for mode in ("dense", "hybrid"):
         hits = retrieve("line", 3, store=store, embed=embed, index=index, mode=mode)
@@ -197,6 +198,48 @@ def test_a_text_held_by_several_pages_is_one_hit_on_the_page_nearest_its_start()
     [first] = retrieve("line", 1, store=store, embed=embed, index=index, mode="sparse")
     assert first.point_id == "readline-4" and first.sparse_score == 9.0 and first.also
     assert ("dense", 6, None) in store.asked  # a single ranking asks for 2k
+
+
+class CatchAllStore(Store):
+    """A changelog of 900 chunks, one of which matches best, and a 4-chunk guide three of whose
+    chunks match a little less."""
+
+    def search(self, vector, k, source=None):
+        self.asked.append(("dense", k, source))
+        changelog = [held("mentions the flag", "changelog", 7, 0.9)]
+        guide = [held(f"guide {i}", "guide", i, 0.8 - i / 100) for i in range(3)]
+        return (changelog + guide)[:k]
+
+    def search_sparse(self, vector, k, source=None):
+        self.asked.append(("sparse", vector, k, source))
+        return [held("mentions the flag", "changelog", 7, 9.0), held("guide 0", "guide", 0, 8.0)]
+
+
+def test_hybrid_prefers_the_page_whose_chunks_match_over_a_large_page_one_chunk_matches():
+    asked: list[list[str]] = []
+
+    def chunk_counts(keys):
+        asked.append(list(keys))
+        return {
+            f"s:https://docs.example.org/{page}.html": n
+            for page, n in (("changelog", 900), ("guide", 4))
+        }
+
+    index = IndexFacts(SPARSE_ID, chunk_counts=chunk_counts)
+    embed = lambda text: [0.0]  # noqa: E731
+    store = CatchAllStore()
+    plain = retrieve("flag", 3, store=store, embed=embed, index=index, mode="hybrid", page_weight=0)
+    assert plain[0].url.endswith("/changelog.html") and asked == []  # fusion alone
+    hits = retrieve("flag", 3, store=store, embed=embed, index=index, mode="hybrid")
+    # guide 0 passes the changelog's chunk; guides 1 and 2 gain as much, not enough to pass it
+    assert [h.point_id for h in hits] == ["guide-0", "changelog-7", "guide-1"]
+    assert len(asked) == 1 and len(asked[0]) == 2  # one lookup, each page once
+    # the guide's coverage: 2 of its 4 chunks beside the one scored, weighted PAGE_WEIGHT
+    fused = fuse(
+        *collapse(store.search([0.0], 50), store.search_sparse(None, 50)), 5, sparse_weight=1.5
+    )
+    guide0 = next(h for h in fused if h.point_id == "guide-0")
+    assert hits[0].score == pytest.approx(guide0.score + PAGE_WEIGHT * 2 / 4, abs=1e-6)
 
 
 def test_collapse_keeps_each_rankings_order_and_one_hit_per_text():
@@ -225,7 +268,7 @@ def test_a_store_without_idf_gets_idf_weighted_queries_from_the_frequencies():
         asked.append(sorted(terms))
         return {cargo: 1, build: 4}, 4
 
-    index = SparseIndex(SPARSE_ID, frequencies)
+    index = IndexFacts(SPARSE_ID, frequencies)
     retrieve("cargo build", 1, store=store, embed=lambda t: [0.0], index=index, mode="sparse")
     vector = store.asked[0][1]
     assert asked == [sorted([cargo, build])]

@@ -28,6 +28,12 @@ class Documents(Repository):
             row["doc_key"]: cast(DocumentRow, row) for row in self.state.query_in(sql, doc_keys)
         }
 
+    def chunk_counts(self, doc_keys: Sequence[str]) -> dict[str, int]:
+        """The number of chunks of each document among ``doc_keys`` that exists."""
+        sql = "select doc_key, chunk_count from documents where doc_key in ({marks})"
+        rows = self.state.query_in(sql, doc_keys)
+        return {row["doc_key"]: row["chunk_count"] or 0 for row in rows}
+
     def list(self, source_id: str | None = None) -> builtins.list[DocumentRow]:
         if source_id is None:
             rows = self.db.query("select * from documents order by doc_key")

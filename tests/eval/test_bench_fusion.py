@@ -49,3 +49,30 @@ def test_the_report_has_every_cell_and_counts_the_halves():
     text = markdown(result, [10, 60], [1.0])
     assert "| 10 | 1.000 / 1.000 / 1.000 |" in text and "| 60 |" in text
     assert "better / worse on hit@1 in 1 / 0, on hit@5 in 1 / 0, on MRR@10 in 1 / 0" in text
+
+
+def test_page_coverage_lifts_a_page_many_of_whose_chunks_are_candidates():
+    # "big" (300 chunks) has the best chunk; "small" (3 chunks) has the next two.
+    dense = [
+        Hit(1.0, "b0", "big", "t", (), "s", "big", "b0"),
+        Hit(1.0, "s0", "small", "t", (), "s", "small", "s0"),
+        Hit(1.0, "s1", "small", "t", (), "s", "small", "s1"),
+    ]
+    lists, counts = [(dense, [])], {"big": 300, "small": 3}
+    assert scores(lists, [question("big")], 10, 1.5)["hit@1"] == 1.0
+    assert scores(lists, [question("small")], 10, 1.5, 0.1, counts)["hit@1"] == 1.0
+    cells = {"0": scores(lists, [question("small")], 10, 1.5)}
+    cells["0.1"] = scores(lists, [question("small")], 10, 1.5, 0.1, counts)
+    result = {
+        "command": "python eval/bench_fusion.py",
+        "default_offset": 10,
+        "grid": {"set": {"10/1.5": cells["0"]}},
+        "book_kinds": {},
+        "book_halves": [],
+        "page_weight": 0.1,
+        "coverage": {"cargo-book": cells},
+        "book_page_halves": [cells, cells],
+    }
+    text = markdown(result, [10], [1.5])
+    assert "| 0.1 | 1.000 / 1.000 / 1.000 |" in text and "| 0 | 0.000 / 1.000 / 0.500 |" in text
+    assert "page weight 0.1 against none is better / worse on hit@1 2 / 0" in text

@@ -96,7 +96,9 @@ def test_sparse_search_finds_exact_terms_and_hybrid_carries_both_scores(tmp_path
             top = hybrid[0]
             assert top.dense_score is not None and top.sparse_score is not None
             both = 1 + config.search.sparse_weight  # in both rankings: each adds its weight
-            assert both / (RRF_K + CANDIDATES) <= top.score <= both / (RRF_K + 1) + 1e-6
+            # … plus its page's coverage (at most page_weight)
+            most = both / (RRF_K + 1) + config.search.page_weight
+            assert both / (RRF_K + CANDIDATES) <= top.score <= most + 1e-6
             assert [h.score for h in hybrid] == sorted((h.score for h in hybrid), reverse=True)
             default = syncer.search("CARGO_TARGET_DIR build output", k=3)  # [search] mode
             assert [h.point_id for h in default] == [h.point_id for h in hybrid]
