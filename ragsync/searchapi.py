@@ -32,7 +32,8 @@ from typing import Any, Literal, cast
 
 from ragsync.config import Config
 from ragsync.embed import Embedder
-from ragsync.embedded import asked_since
+from ragsync.embedded import POLL, asked_since
+from ragsync.errors import StoreError
 from ragsync.models import Hit
 from ragsync.protocols import VectorStore
 from ragsync.retrieval import MODES, IndexFacts, Mode, retrieve
@@ -42,6 +43,7 @@ MAX_QUERY_CHARS = 2000  # a question, not a document; longer is a mistake or an 
 MAX_K = 100
 DEFAULT_K = 5
 KEEP_OPEN = 300.0  # seconds the shared store stays open after the last query
+LENT = 8 * POLL  # seconds since another process last asked for the store: not reopened
 Access = Literal["token", "loopback", "off"]
 
 log = logging.getLogger("ragsync")
@@ -204,10 +206,15 @@ class SharedStore:
 
     @property
     def store(self) -> VectorStore:
-        if self.inner is None:
-            self.opened_at = time.time()
-            self.inner = self.opener()
-        return self.inner
+        with self.lock:  # query threads reach it without the lock (sparse_idf): one opener
+            if self.inner is None:
+                if self.folder is not None and asked_since(self.folder, time.time() - LENT):
+                    # Another process is waiting for the store (it asks every POLL seconds):
+                    # taking it back now would keep it waiting; a query answers 503 meanwhile.
+                    raise StoreError(f"{self.folder}: the store is lent to another process")
+                self.opened_at = time.time()
+                self.inner = self.opener()
+            return self.inner
 
     @property
     def sparse_idf(self) -> bool | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -72,17 +73,24 @@ def test_open_waiting_is_bounded_and_passes_other_errors_at_once(tmp_path):
             clock=lambda: now[0],
         )  # fmt: skip
     assert 8 <= len(calls) <= 10 and calls[-1] >= 2
-    calls.clear()
+    broken: list[float] = []
+
+    def corrupt() -> str:
+        broken.append(now[0])
+        raise ValueError("broken")
+
     with pytest.raises(ValueError):
         open_waiting(
-            lambda: (_ for _ in ()).throw(ValueError("broken")),
+            corrupt,
             held=lambda e: isinstance(e, Held),
-            folder=tmp_path,
+            folder=tmp_path / "other",
             wait=60,
             what="s",
             sleep=sleep,
+            clock=lambda: now[0],
         )
-    assert not asked_since(tmp_path / "elsewhere", 0)
+    assert len(broken) == 1  # not waited for, and nobody asked to let go
+    assert not (tmp_path / "other" / WANTED).exists()
 
 
 def config(tmp_path: Path, site: DevSite, kind: str, open_wait: str):
@@ -105,30 +113,48 @@ def test_a_run_waits_for_the_store_serve_holds_and_serve_lets_go(tmp_path, kind)
         first = config(tmp_path, site, kind, "30s")
         with Syncer(first, embedder=FastEmbedder()) as syncer:
             assert syncer.run().ok
-        # serve's store, open after a query (as serve keeps it for 5 minutes), and its loop
-        # asking it to let go when idle or asked, every 0.05 s.
+        # serve's store, open after a query (as serve keeps it for 5 minutes); its loop asks it
+        # to let go when idle or asked, as serve's does each second; and queries keep coming.
         shared = SharedStore(lambda: open_store(first.store), folder=Path(first.store.path))
         query = FastEmbedder().embed(["how are requests throttled?"])[0]
         assert shared.search(query, 3) and shared.recently_queried()
         stop = threading.Event()
+        answered, refused = [0], [0]
 
         def serve_loop() -> None:
-            while not stop.wait(0.05):
+            while not stop.wait(0.5):
                 shared.release_if_idle()
 
-        loop = threading.Thread(target=serve_loop)
-        loop.start()
+        def queries() -> None:
+            while not stop.wait(0.01):  # 100 a second: serve must not take the store back
+                try:
+                    shared.search(query, 3)
+                    answered[0] += 1
+                except StoreError:  # serve's 503 + Retry-After
+                    refused[0] += 1
+
+        threads = [threading.Thread(target=serve_loop), threading.Thread(target=queries)]
+        for thread in threads:
+            thread.start()
         try:
             site.set_page("/guide/page-1", "Changed", "<p>" + "A changed page. " * 20 + "</p>")
             with Syncer(first, embedder=FastEmbedder()) as syncer:
                 result = syncer.run()  # needs the store: waits, serve lets go
             assert result.ok and result.counters.points_upserted >= 1, result.to_dict()
-            assert shared.inner is None
-            assert shared.search(query, 3)  # serve's next query reopens it after the run
+            assert refused[0] > 0 and answered[0] > 0
         finally:
             stop.set()
-            loop.join()
-            shared.shutdown()
+            for thread in threads:
+                thread.join()
+        deadline = time.monotonic() + 10
+        while True:  # serve's queries are answered again once the run is done
+            try:
+                assert shared.search(query, 3)
+                break
+            except StoreError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        shared.shutdown()
 
         # Without anyone letting go, a run fails after open_wait, and is recorded as failed.
         holder = open_store(first.store)
