@@ -200,6 +200,7 @@ class Crawl:
         the crawl holds a page's links, fails (its links are not lost to it)."""
         rows: list[LinksRow] = []
         kept: list[Outcome] = []
+        answered: list[str] = []  # pages read for their links only: no failure stands
         for outcome in outcomes:
             key = outcome.page.doc_key
             if isinstance(outcome, NotModified) and outcome.page.document is None:
@@ -215,6 +216,8 @@ class Crawl:
             ):
                 outcome = Failed(outcome.page, outcome.exchange, reason=outcome.reason)
             kept.append(outcome)
+            if isinstance(outcome, Skipped) and outcome.why in ("noindex", "not_text"):
+                answered.append(key)  # read for its links only: it answered
             checked = Checked.of(self.source.id, outcome)
             self.checked[key] = checked
             if outcome.links is None:
@@ -231,6 +234,9 @@ class Crawl:
                     "the rest were not followed"
                 )
         self.engine.state.crawl_links.put(self.source.id, rows, self.engine.now())
+        # A failure such a page had (a 500 before it served its file) ends here: it is not
+        # committed, and a due retry would otherwise ask it on every run.
+        self.engine.state.attempts.clear(answered)
         return kept
 
     def next_level(self, level: list[Listed]) -> list[Candidate]:

@@ -256,7 +256,7 @@ def record_missing(
     if document["status"] == DocumentStatus.TOMBSTONED:
         # Gone as recorded: a retry it had (a failure while it was checked) ends here, or
         # the page would be asked again on every run.
-        engine.state.attempts.clear(page.doc_key)
+        engine.state.attempts.clear([page.doc_key])
         return
     count, since, confirmed = missing_step(
         document["missing_count"] or 0,

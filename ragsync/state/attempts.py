@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import zlib
+from collections.abc import Sequence
 from typing import Any
 
 from ragsync.models import AttemptState
@@ -57,10 +58,11 @@ class Attempts(Repository):
                 pk="doc_key",
             )
 
-    def clear(self, doc_key: str) -> None:
-        """Forget a page's failed attempts (it answered)."""
-        with self.state.write():
-            self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])
+    def clear(self, doc_keys: Sequence[str]) -> None:
+        """Forget the failed attempts of pages that answered."""
+        if doc_keys:
+            sql = "delete from fetch_attempts where doc_key in ({marks})"
+            self.state.execute_in(sql, doc_keys)
 
     def list(self, source_id: str | None = None) -> builtins.list[dict[str, Any]]:
         if source_id is None:

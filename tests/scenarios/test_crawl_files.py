@@ -10,6 +10,7 @@ page still fail when they answer with a file, so nothing they hold or lead to is
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -37,6 +38,7 @@ class FileSite:
 
     def __init__(self, pages: dict[str, tuple[str, bytes]]):
         self.pages = pages
+        self.broken: set[str] = set()  # paths answering 500
         self.hits: list[tuple[str, int, bool]] = []
         self.server = serve_loopback(self.handle, "GET")
         host, port = self.server.server_address[:2]
@@ -46,7 +48,9 @@ class FileSite:
         path = handler.path.split("?", 1)[0]
         kind, body = self.pages.get(path, ("text/plain", b""))
         status, headers = 404, {"Content-Type": "text/plain"}
-        if path in self.pages:
+        if path in self.broken:
+            status, body = 500, b"busy"
+        elif path in self.pages:
             etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
             status, headers = 200, {"Content-Type": kind, "ETag": etag}
             if handler.headers.get("If-None-Match") == etag:
@@ -95,9 +99,10 @@ def site() -> Iterator[FileSite]:
 def crawl(tmp_path: Path, site: FileSite) -> Iterator[Any]:
     made: list[Syncer] = []
 
-    def build(start: str = "/docs/") -> Syncer:
-        source = {"id": "docs", "kind": "crawl", "url": site.base_url + start}
-        syncer = Syncer(make_config(tmp_path, [source]), embedder=FastEmbedder())
+    def build(start: str = "/docs/", **extra: Any) -> Syncer:
+        source = {"id": "docs", "kind": "crawl", "url": site.base_url + start, **extra}
+        fetch = {"retry_base": "0.2s", "retry_cap": "0.2s"}
+        syncer = Syncer(make_config(tmp_path, [source], fetch=fetch), embedder=FastEmbedder())
         made.append(syncer)
         return syncer
 
@@ -170,3 +175,22 @@ def test_a_start_page_that_is_a_file_fails(site, crawl):
     assert not result.ok and result.counters.fetch_errors == 1
     assert result.counters.not_text == 0
     assert any("fs.json" in reason for reason in result.sources["docs"].incomplete)
+
+
+def test_a_file_that_failed_once_is_not_asked_again_once_it_answers(site, crawl):
+    syncer = crawl(every="1h")
+    site.broken.add("/docs/fs.json")
+    first = syncer.run()
+    assert first.counters.fetch_errors == 1 and first.counters.not_text == 1
+    key = f"docs:{site.base_url}/docs/fs.json"
+    assert syncer.state.attempts.get(key)["state"] == "retrying"
+
+    site.broken.clear()
+    time.sleep(0.5)  # its retry is due; the source is not
+    retried = syncer.run()
+    assert retried.counters.not_text == 1 and retried.counters.fetch_errors == 0
+    assert syncer.state.attempts.get(key) is None  # it answered: no failure stands
+
+    before = len(site.hits)
+    assert syncer.run().counters.requests_sent == 0  # nothing due
+    assert site.hits[before:] == []
