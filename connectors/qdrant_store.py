@@ -119,7 +119,7 @@ class QdrantStore:
                     local = self.path
                     self._client = open_waiting(
                         lambda: QdrantClient(path=local),
-                        held=lambda exc: isinstance(exc, RuntimeError),  # its folder lock
+                        held=lambda exc: "already accessed" in str(exc),  # its folder lock
                         folder=Path(local),
                         wait=self.open_wait if local != ":memory:" else 0.0,
                         what=f"qdrant store {local}",
@@ -127,6 +127,8 @@ class QdrantStore:
             except RuntimeError as exc:  # local mode: folder held by another process
                 if self.url:
                     raise StoreError(f"qdrant server {self.url}: {exc}") from exc
+                if "already accessed" not in str(exc):
+                    raise StoreError(f"qdrant store {self.path}: {exc}") from exc
                 raise StoreError(
                     f"qdrant store {self.path}: already opened by another process (another "
                     "`ragsync run`, `serve` or an app using QdrantClient(path=...)). Local mode "

@@ -26,7 +26,7 @@ HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 # stripped from text: "C#" ends in one.
 GLYPHS = "¶§🔗"
 _SEPARATORS = (" | ", " - ", " — ", " – ", " · ", " :: ")
-_NUMBERING = re.compile(r"^(?:[0-9A-Z]+\.)*[0-9]+\.?\s+")
+SECTION_NUMBER = re.compile(r"^(?:[0-9A-Z]+\.)*[0-9]+\.?\s+")  # "2.7 ", "A.1. "
 _LANG_CLASS = re.compile(r"^(?:language|lang|highlight|sourceCode)-([A-Za-z0-9_+#.-]+)$")
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 _PLAIN_LANGS = {"default", "none", "text", "plaintext", "notranslate", "console-output"}
@@ -271,7 +271,8 @@ def main_element(tree: Any, generator: Generator | None) -> Any:
 
 def page_title(main: Any, head_title: str, og_title: str, site_name: str = "") -> str:
     """The title the page shows: the main content's first visible ``<h1>`` outside
-    navigation — unless it is a site banner: ``<title>`` does not hold it but names another of
+    navigation — unless it is a site banner (it is the site's name, or it sits in a layout
+    table as the libxslt docs' does) while ``<title>`` does not hold it but names another of
     the page's headings, which is then the title; else ``<title>`` cut after the main
     content's first heading when it starts with it (section numbers ignored), or without the
     part equal to ``og:site_name`` (``site_name``), or without its last `` | ``/`` - ``/`` — ``/``
@@ -283,20 +284,23 @@ def page_title(main: Any, head_title: str, og_title: str, site_name: str = "") -
         'Usage'
         >>> page_title(lxml.html.fromstring("<div></div>"), "Acme Docs · Install", "", "Acme Docs")
         'Install'
-        >>> banner = "<div><h1>The XSLT C library for GNOME</h1><h2>FAQ</h2></div>"
+        >>> banner = "<table><tr><td><h1>The XSLT C library</h1><h2>FAQ</h2></td></tr></table>"
         >>> page_title(lxml.html.fromstring(banner), "FAQ", "")
         'FAQ'
+        >>> page_title(lxml.html.fromstring("<div><h1>Widgets</h1><h2>FAQ</h2></div>"), "FAQ", "")
+        'Widgets'
     """
     headings = [h for h in main.iter(*HEADINGS) if not _in_chrome(h, main)]
     texts = [heading_text(h) for h in headings]
     for heading, text in zip(headings, texts, strict=True):
         if heading.tag == "h1" and text:
-            if head_title and text not in head_title and head_title in texts:
+            banner = text == site_name or bool(heading.xpath("ancestor::table"))
+            if banner and head_title and text not in head_title and head_title in texts:
                 return head_title  # the h1 is the site's name, the <title> the page's heading
             return text
     if head_title:
         if headings:
-            first = _NUMBERING.sub("", heading_text(headings[0]))
+            first = SECTION_NUMBER.sub("", heading_text(headings[0]))
             if first and head_title.startswith(first):
                 rest = head_title[len(first) :]
                 if not rest or not rest[0].isalnum():

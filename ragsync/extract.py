@@ -38,9 +38,6 @@ _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)"
 _NOISE_TAGS = ("script", "style", "noscript", "nav", "header", "footer", "aside", "form", "iframe")
 
 
-_SECTION_NUMBER = re.compile(r"^(?:[0-9A-Z]+\.)*[0-9]+\.?\s+")  # "2.7 ", "A.1. "
-
-
 def content_hash(markdown: str) -> str:
     """sha256 of normalised Markdown (hex)."""
     return hashlib.sha256(markdown.encode("utf-8")).hexdigest()
@@ -314,17 +311,34 @@ def with_title_heading(markdown: str, title: str) -> str:
         '### 2.7 Thread Safety\n\n#### Locks\n\nText'
         >>> with_title_heading("# Install\n\nText", "Setup")
         '# Install\n\nText'
+        >>> with_title_heading("```sh\n# build it\nmake\n```", "Build")
+        '# Build\n\n```sh\n# build it\nmake\n```'
     """
-    headings = list(re.finditer(r"^(#{1,6})\s+(.+)$", markdown, flags=re.M))
-    if any(len(h.group(1)) == 1 for h in headings):
+    lines = markdown.split("\n")
+    headings = list(_headings(lines))
+    if any(level == 1 for _, level, _ in headings):
         return markdown
-    first = headings[0] if headings else None
-    if first is None or _SECTION_NUMBER.sub("", first.group(2).strip()) != title:
+    if not headings or docsites.SECTION_NUMBER.sub("", headings[0][2]) != title:
         return f"# {title}\n\n{markdown}"
-    level = len(first.group(1))
-    if all(len(h.group(1)) > level for h in headings[1:]):
+    at, level, text = headings[0]
+    if all(later > level for _, later, _ in headings[1:]):
         return markdown  # the title heads every section already
-    return markdown[: first.start()] + f"# {first.group(2)}" + markdown[first.end() :]
+    lines[at] = f"# {text}"
+    return "\n".join(lines)
+
+
+def _headings(lines: list[str]) -> Iterator[tuple[int, int, str]]:
+    """``(line index, level, text)`` of the ATX headings among ``lines``, outside fenced code
+    (a ``# comment`` in a shell block is no heading)."""
+    fence = ""
+    for at, line in enumerate(lines):
+        marker = re.match(r"\s*(```|~~~)", line)
+        if marker and (not fence or marker.group(1) == fence):
+            fence = "" if fence else marker.group(1)
+            continue
+        heading = None if fence else re.match(r"(#{1,6})\s+(.+?)\s*$", line)
+        if heading:
+            yield at, len(heading.group(1)), heading.group(2)
 
 
 def _markdownify_main(html: str) -> str:

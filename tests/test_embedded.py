@@ -170,3 +170,20 @@ def test_a_run_waits_for_the_store_serve_holds_and_serve_lets_go(tmp_path, kind)
             holder.close()
     finally:
         site.stop()
+
+
+def test_a_local_mode_folder_that_fails_otherwise_is_not_waited_for(tmp_path, monkeypatch):
+    import qdrant_client
+
+    from connectors.qdrant_store import QdrantStore
+
+    def broken(**kwargs):
+        raise RuntimeError("unsupported storage version")
+
+    monkeypatch.setattr(qdrant_client, "QdrantClient", broken)
+    store = QdrantStore("docs", path=str(tmp_path / "q"), open_wait=30)
+    started = time.monotonic()
+    with pytest.raises(StoreError, match="unsupported storage version") as raised:
+        store.count()
+    assert "another process" not in str(raised.value)
+    assert time.monotonic() - started < 5 and not (tmp_path / "q" / WANTED).exists()

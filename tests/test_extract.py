@@ -216,8 +216,9 @@ def test_headings_alone_from_trafilatura_fall_back_to_markdownify():
         "<li><a href='b.html'>2. Objects</a></li></ul></body></html>"
     )
     result = extract(html, "http://x/contents.html")
-    # <title> names the page's h2, not its h1: the h1 is taken for the site's banner.
-    assert result.title == "Contents"
+    # <title> names the page's h2, but the h1 is no banner (not the site's name, not in a
+    # layout table): the h1 is the title.
+    assert result.title == "GCC 12 Release Series Changes"
     assert "1. Reference" in result.markdown and "2. Objects" in result.markdown
 
 
