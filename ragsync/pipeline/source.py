@@ -110,6 +110,8 @@ class SourceSync:
             # incomplete one, the pages it did not list are checked on their own schedule, as
             # any page, and keep their state (README "Deletion safety").
             complete = not self.report.incomplete
+            if complete:  # a broken link no longer listed is no longer worth naming
+                self.engine.state.attempts.drop_missing(source.id, listed.seen)
             unlisted = [(key, cand, complete) for key, cand in listed.unlisted()]
             self.check(pool, listed, unlisted, queue=queue)
         return self.report

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 import zlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from ragsync.models import AttemptState
@@ -63,6 +63,16 @@ class Attempts(Repository):
         if doc_keys:
             sql = "delete from fetch_attempts where doc_key in ({marks})"
             self.state.execute_in(sql, doc_keys)
+
+    def drop_missing(self, source_id: str, listed: Collection[str]) -> int:
+        """Forget the URLs of ``source_id`` that answered 404/410 before they were ever
+        indexed and that a complete listing (its record keys: ``listed``) no longer has: a
+        broken link since fixed or removed. Returns how many went."""
+        sql = "select doc_key from fetch_attempts where source_id = ? and state = ?"
+        rows = self.db.query(sql, [source_id, AttemptState.MISSING])
+        gone = [row["doc_key"] for row in rows if row["doc_key"] not in listed]
+        self.clear(gone)
+        return len(gone)
 
     def list(self, source_id: str | None = None) -> builtins.list[dict[str, Any]]:
         if source_id is None:

@@ -117,5 +117,19 @@ def test_status_lists_what_fails_since_when_and_why(tmp_path, embedder):
         assert "dead letter (1)" in human and "needs attention (1)" in human
         assert "HTTP 502" in human and "/flaky" in human
         assert "not found, never indexed (1)" in human and "/gone: HTTP 404" in human
+
+        site.pages.pop("/gone")  # the broken link is gone from the listing: no longer named
+        subprocess.run(
+            [sys.executable, "-m", "ragsync", "run", "--all", "-c", str(config)],
+            capture_output=True,
+            timeout=120,
+        )
+        out = subprocess.run(
+            [sys.executable, "-m", "ragsync", "status", "--json", "-c", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert json.loads(out.stdout)["sources"]["docs"]["missing"] == []
     finally:
         site.stop()
