@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from ragsync.config import FetchConfig
 from ragsync.errors import FetchError
-from ragsync.models import REDIRECT_STATUSES, TEMPORARY_REDIRECTS, Response
+from ragsync.models import REDIRECT_STATUSES, TEMPORARY_REDIRECTS, Response, media_type
+from ragsync.policy import is_file
 from ragsync.urls import split_url
 
 if TYPE_CHECKING:
@@ -197,6 +198,7 @@ class Fetcher:
         follow_temporary: bool = True,
         gate: HopGate | None = None,
         scope: HopScope | None = None,
+        pages_only: bool = False,
     ) -> Response:
         """GET ``url``, conditionally when validators are given, following redirects.
 
@@ -209,6 +211,8 @@ class Fetcher:
             gate: what every hop passes (see :class:`HopGate`); default: nothing.
             scope: where every hop may go; a hop it refuses is not requested, and a hop to an
                 internal address it does not allow is not connected. Default: anywhere.
+            pages_only: a page is fetched: a 200 with a file's content type (neither HTML nor
+                text: an archive, a PDF) is returned without its body, never read.
 
         Returns:
             The final response; ``redirects`` lists the hops followed as
@@ -241,7 +245,7 @@ class Fetcher:
                 started = time.monotonic()
                 with deadline(budget):
                     arrived = partial(gate.headers_arrived, target)
-                    response = self._send(url, target, headers, arrived)
+                    response = self._send(url, target, headers, arrived, pages_only)
                 budget -= time.monotonic() - started
             status = response.status
             if status not in REDIRECT_STATUSES or (
@@ -279,9 +283,10 @@ class Fetcher:
         target: str,
         headers: dict[bytes, bytes],
         arrived: Callable[[int, dict[str, str]], None] | None,
+        pages_only: bool = False,
     ) -> Response:
         """One request, no redirect followed, within the deadline of :meth:`get`; ``arrived``
-        gets the status and headers before the body is read."""
+        gets the status and headers before the body is read (``pages_only``: see :meth:`get`)."""
         import httpx
 
         from ragsync.transport import InternalAddressRefused
@@ -297,6 +302,17 @@ class Fetcher:
                 response_headers = header_text(response.headers.raw)
                 if arrived is not None:
                     arrived(response.status_code, response_headers)
+                kind = media_type(response_headers.get("content-type", ""))
+                if pages_only and is_file(response.status_code, kind):
+                    # A file is judged by its headers alone: a tarball or a PDF a page links
+                    # to costs no download, and no max_body_bytes failure.
+                    return Response(
+                        url=str(response.url),
+                        status=response.status_code,
+                        headers=response_headers,
+                        body=b"",
+                        requested_url=url,
+                    )
                 body = bytearray()
                 # iter_bytes() decodes gzip/deflate: counting decoded bytes also stops bombs.
                 for piece in response.iter_bytes():

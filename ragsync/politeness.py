@@ -135,6 +135,7 @@ class PoliteFetcher:
         last_modified: str | None = None,
         follow_temporary: bool = True,
         scope: HopScope | None = None,
+        pages_only: bool = False,
     ) -> Response:
         """GET through the gate: every hop of a redirect chain passes the gate of its own host
         (see :meth:`ragsync.fetch.Fetcher.get` for the arguments).
@@ -150,6 +151,7 @@ class PoliteFetcher:
             follow_temporary=follow_temporary,
             gate=self,
             scope=scope,
+            pages_only=pages_only,
         )
 
     def admit(self, url: str) -> AbstractContextManager[None]:

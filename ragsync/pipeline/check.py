@@ -217,6 +217,7 @@ class PageChecker:
                 last_modified=last_modified,
                 follow_temporary=False,
                 scope=self,
+                pages_only=True,
             )
         except OutOfScope as exc:
             return self.refused_hop(page, exchange, exc)
@@ -384,7 +385,9 @@ class PageChecker:
                 return Failed(page, exchange, reason=f"{via}: a redirect loop")
             seen.add(target)
             try:
-                answer = self.fetcher.get(refresh, follow_temporary=False, scope=self)
+                answer = self.fetcher.get(
+                    refresh, follow_temporary=False, scope=self, pages_only=True
+                )
             except OutOfScope as exc:  # not requested: its hop lies outside the source
                 return self.refused_hop(page, exchange, exc)
             except FetchError as exc:
@@ -416,7 +419,7 @@ class PageChecker:
         """The response of the URL a page declares canonical, fetched as a redirect target
         would be; None when it does not serve content in the source's scope."""
         try:
-            target = self.fetcher.get(declared, follow_temporary=False, scope=self)
+            target = self.fetcher.get(declared, follow_temporary=False, scope=self, pages_only=True)
         except FetchError:
             return None
         verdict, _ = classify(target.status, target.content_type, target.body)

@@ -194,3 +194,15 @@ def test_a_file_that_failed_once_is_not_asked_again_once_it_answers(site, crawl)
     before = len(site.hits)
     assert syncer.run().counters.requests_sent == 0  # nothing due
     assert site.hits[before:] == []
+
+
+def test_a_linked_archive_larger_than_max_body_bytes_is_skipped_unread(site, tmp_path):
+    site.pages["/docs/dist.tar.gz"] = ("application/gzip", bytes(50_000))
+    kind, body = site.pages["/docs/"]
+    site.pages["/docs/"] = (kind, body.replace(b"</body>", b'<a href="dist.tar.gz">get</a></body>'))
+    source = {"id": "docs", "kind": "crawl", "url": site.base_url + "/docs/"}
+    config = make_config(tmp_path, [source], fetch={"max_body_bytes": 10_000})
+    with Syncer(config, embedder=FastEmbedder()) as syncer:
+        result = syncer.run()
+    assert result.ok and result.sources["docs"].incomplete == [], result.to_dict()
+    assert result.counters.not_text == 3 and result.counters.fetch_errors == 0
