@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,30 +26,45 @@ class Held(Exception):
     pass
 
 
+class Time:
+    """A clock that sleeping moves on."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def wait_for(opener: Callable[[], str], folder: Path, wait: float, clock: Time) -> str:
+    """``open_waiting`` of ``opener`` on the fake clock, a :class:`Held` error meaning held."""
+    held = lambda exc: isinstance(exc, Held)  # noqa: E731
+    return open_waiting(
+        opener,
+        held=held,
+        folder=folder,
+        wait=wait,
+        what="the store",
+        sleep=clock.sleep,
+        clock=clock,
+    )
+
+
 def test_open_waiting_asks_the_holder_and_opens_once_it_lets_go(tmp_path, caplog):
-    now = [0.0]
-    tries: list[float] = []
+    clock, tries = Time(), []
 
     def opener() -> str:
-        tries.append(now[0])
+        tries.append(clock.now)
         if len(tries) < 4:
             raise Held("Can't init WAL: Kind(WouldBlock)")
         return "store"
 
-    def sleep(seconds: float) -> None:
-        now[0] += seconds
-
     with caplog.at_level(logging.WARNING, logger="ragsync"):
-        opened = open_waiting(
-            opener,
-            held=lambda exc: isinstance(exc, Held),
-            folder=tmp_path / "store",
-            wait=10,
-            what="the store",
-            sleep=sleep,
-            clock=lambda: now[0],
-        )
-    assert opened == "store" and len(tries) == 4
+        assert wait_for(opener, tmp_path / "store", 10, clock) == "store"
+    assert len(tries) == 4
     assert (tmp_path / "store" / WANTED).is_file() and asked_since(tmp_path / "store", 0)
     assert [r.getMessage() for r in caplog.records].count(
         "the store is open in another process (`ragsync serve` lets go when asked); "
@@ -57,38 +73,21 @@ def test_open_waiting_asks_the_holder_and_opens_once_it_lets_go(tmp_path, caplog
 
 
 def test_open_waiting_is_bounded_and_passes_other_errors_at_once(tmp_path):
-    now = [0.0]
-    calls = []
+    clock, calls, broken = Time(), [], []
 
     def held() -> str:
-        calls.append(now[0])
+        calls.append(clock.now)
         raise Held("WouldBlock")
 
-    def sleep(seconds: float) -> None:
-        now[0] += seconds
-
-    with pytest.raises(Held):
-        open_waiting(
-            held, held=lambda e: True, folder=tmp_path, wait=2, what="s", sleep=sleep,
-            clock=lambda: now[0],
-        )  # fmt: skip
-    assert 8 <= len(calls) <= 10 and calls[-1] >= 2
-    broken: list[float] = []
-
     def corrupt() -> str:
-        broken.append(now[0])
+        broken.append(clock.now)
         raise ValueError("broken")
 
+    with pytest.raises(Held):
+        wait_for(held, tmp_path, 2, clock)
+    assert 8 <= len(calls) <= 10 and calls[-1] >= 2
     with pytest.raises(ValueError):
-        open_waiting(
-            corrupt,
-            held=lambda e: isinstance(e, Held),
-            folder=tmp_path / "other",
-            wait=60,
-            what="s",
-            sleep=sleep,
-            clock=lambda: now[0],
-        )
+        wait_for(corrupt, tmp_path / "other", 60, clock)
     assert len(broken) == 1  # not waited for, and nobody asked to let go
     assert not (tmp_path / "other" / WANTED).exists()
 

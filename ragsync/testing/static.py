@@ -18,11 +18,17 @@ class StaticSite:
     ``If-None-Match``) and its ``Content-Type`` by extension, ``index.html`` for a directory,
     404 for anything else. Every request is recorded in :attr:`hits` as ``(path, status,
     conditional)``. Use it as a context manager, or call :meth:`stop`.
+
+    Attributes:
+        content_types: a request path's ``Content-Type`` instead of its extension's.
+        failing: request paths answering 500.
     """
 
     def __init__(self, root: Path):
         self.root = root.resolve()
         self.hits: list[tuple[str, int, bool]] = []
+        self.content_types: dict[str, str] = {}
+        self.failing: set[str] = set()
         self.server = serve_loopback(self.handle, "GET")
         host, port = self.server.server_address[:2]
         self.base_url = f"http://{host!s}:{port}"
@@ -33,10 +39,13 @@ class StaticSite:
         if file.is_dir():
             file = file / "index.html"
         status, body, headers = 404, b"not found", {"Content-Type": "text/plain"}
-        if self.root in file.parents and file.is_file():
+        if path in self.failing:
+            status, body = 500, b"busy"
+        elif self.root in file.parents and file.is_file():
             body = file.read_bytes()
             etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
             kind = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
+            kind = self.content_types.get(path, kind)
             status, headers = 200, {"ETag": etag, "Content-Type": kind}
             if handler.headers.get("If-None-Match") == etag:
                 status, body = 304, b""
