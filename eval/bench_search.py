@@ -14,6 +14,7 @@ recorded as holding them; then queried with the real MiniLM model embedding each
   releases the store after each search so that another process may open an embedded store).
 
 Usage: python eval/bench_search.py [--sizes 10000,100000] [--stores qdrant,qdrant_edge]
+[--page-weight W]
 → eval/results/search.json and search.md.
 """
 
@@ -104,8 +105,9 @@ def percentiles(latencies_ms: list[float]) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(ordered), 1), "p95_ms": round(rank(0.95), 1)}
 
 
-def build(kind: str, count: int, folder: Path) -> Any:
-    """A config whose store of ``kind`` holds ``count`` points; returns the config."""
+def build(kind: str, count: int, folder: Path, page_weight: float | None = None) -> Any:
+    """A config whose store of ``kind`` holds ``count`` points (hybrid search's page coverage
+    weighted ``page_weight``; None: the default); returns the config."""
     from ragsync.config import config_from_mapping
     from ragsync.registry import store_class
     from ragsync.sparse import SPARSE_ID, encode
@@ -117,6 +119,8 @@ def build(kind: str, count: int, folder: Path) -> Any:
         "store": {"kind": kind, "path": str(path), "collection": "bench", "batch_size": BATCH},
         "sources": [{"id": "docs", "kind": "urls", "urls": ["https://docs.example/"]}],
     }
+    if page_weight is not None:
+        data["search"] = {"page_weight": page_weight}
     config = config_from_mapping(data, base_dir=folder)
     store = store_class(kind).from_config(config.store)
     store.ensure_collection(DIM, sparse=True)
@@ -128,6 +132,21 @@ def build(kind: str, count: int, folder: Path) -> Any:
     state = StateDB.from_config(config.state)  # the collection holds sparse vectors
     state.index.put_collection("bench", "bench", DIM, "2026-12-01T00:00:00Z")
     state.index.put_collection_sparse("bench", SPARSE_ID)
+    # The pages, with their chunk counts: hybrid search looks up its candidates' pages.
+    pages = sorted({body["metadata"]["doc_key"] for _, _, body in made})
+    rows = [
+        {
+            "doc_key": key,
+            "source_id": "docs",
+            "canonical_url": key.removeprefix("docs:"),
+            "status": "active",
+            "first_seen_at": "2026-12-01T00:00:00Z",
+            "chunk_count": 6,
+        }
+        for key in pages
+    ]
+    with state.write():
+        state.db.table("documents").insert_all(rows, pk="doc_key")
     state.close()
     return config
 
@@ -193,6 +212,9 @@ def main() -> None:
     parser.add_argument(
         "--syncer-queries", type=int, default=10, help="timed Syncer.search calls (each reopens)"
     )
+    parser.add_argument(
+        "--page-weight", type=float, default=None, help="[search] page_weight (default: its own)"
+    )
     parser.add_argument("--out", type=Path, default=HERE / "results")
     options = parser.parse_args()
     from ragsync.embed import SentenceTransformerEmbedder
@@ -210,7 +232,7 @@ def main() -> None:
         for kind in options.stores.split(","):
             with tempfile.TemporaryDirectory(prefix=f"search-{kind}-") as folder:
                 started = time.perf_counter()
-                config = build(kind, count, Path(folder))
+                config = build(kind, count, Path(folder), options.page_weight)
                 build_s = time.perf_counter() - started
                 row = {"store": kind, "points": count, "build_s": round(build_s, 1)}
                 row["serve"] = time_serve(config, embedder, texts)

@@ -162,8 +162,8 @@ class SearchConfig:
     # (measured on both question sets: README "Hybrid search").
     sparse_weight: float = bounded(SPARSE_WEIGHT, ge=0.0)
     # Hybrid: the weight of a candidate's page coverage (the share of its page's other chunks
-    # among the candidates) added to its fused score; 0 turns it off (README "Hybrid
-    # retrieval").
+    # among the candidates) added to its fused score; 0 turns it off (measured: README
+    # "Hybrid retrieval").
     page_weight: float = bounded(PAGE_WEIGHT, ge=0.0)
 
 
