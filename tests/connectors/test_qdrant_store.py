@@ -17,6 +17,8 @@ import pytest
 from ragsync.config import StoreConfig
 from ragsync.connectors.qdrant_store import QdrantStore
 from ragsync.errors import StoreError
+from ragsync.sync import Syncer
+from tests.support import make_config, sitemap_source
 
 UPDATED = {"operation_id": 1, "status": "completed"}
 
@@ -145,8 +147,10 @@ def test_a_write_that_keeps_failing_or_is_refused_raises_a_store_error(qdrant):
         store.close()
 
 
-def test_qdrant_folder_held_by_another_process_says_what_to_do(tmp_path, site, make_syncer):
-    syncer = make_syncer(site)
+def test_qdrant_folder_held_by_another_process_says_what_to_do(tmp_path, site, embedder):
+    # Local mode, waited for 1 s, then said.
+    store = {"kind": "qdrant", "path": str(tmp_path / "qdrant"), "open_wait": "1s"}
+    syncer = Syncer(make_config(tmp_path, [sitemap_source(site)], store=store), embedder=embedder)
     syncer.run()
     holder = subprocess.Popen(
         [
@@ -161,8 +165,9 @@ def test_qdrant_folder_held_by_another_process_says_what_to_do(tmp_path, site, m
     )
     try:
         assert holder.stdout.readline().strip() == "ready"
-        with pytest.raises(StoreError, match="another process.*store\\] url"):
+        with pytest.raises(StoreError, match="another process.*waited 1 s.*store\\] url"):
             syncer.search("throttling")
     finally:
         holder.kill()
         holder.wait()
+        syncer.close()
