@@ -35,6 +35,7 @@ from ragsync.urls import split_url, start_directory
 FEED_TYPES = frozenset({"application/rss+xml", "application/atom+xml"})
 SITEMAP_MARKS = (b"<urlset", b"<sitemapindex")
 SOURCE_ID = "docs"
+EXAMPLE_INCLUDE = ("https://docs.example.org/*",)
 
 
 @dataclass(frozen=True)
@@ -47,12 +48,15 @@ class SiteChoice:
         reason: one line for people: what was found where.
         include: URL globs keeping the source to the start URL's directory (a sitemap or feed
             of the whole host, when the start URL is below its root).
+        widen: URL globs that would let a crawl follow the start page's links outside its
+            directory (written commented out).
     """
 
     kind: str
     url: str
     reason: str
     include: tuple[str, ...] = ()
+    widen: tuple[str, ...] = ()
 
 
 class FeedLinks(HTMLParser):
@@ -178,7 +182,7 @@ class SiteProbe:
                 f"of the start page lead elsewhere on the site, such as {elsewhere[0]} "
                 f'(include = ["{self.root}*"] follows them)'
             )
-        return SiteChoice("crawl", self.url, reason)
+        return SiteChoice("crawl", self.url, reason, widen=(self.root + "*",) if elsewhere else ())
 
     def links_outside(self, page: Response) -> list[str]:
         """The start page's links to this host outside its directory: a crawl from it does not
@@ -248,7 +252,7 @@ def site_config(choice: SiteChoice) -> str:
     if choice.include:
         lines.append(f"include = {json.dumps(list(choice.include))}")
     else:
-        lines.append('# include = ["https://docs.example.org/*"]')
+        lines.append(f"# include = {json.dumps(list(choice.widen or EXAMPLE_INCLUDE))}")
     lines.append('# exclude = ["*/print.html"]')
     if choice.kind == "crawl":
         lines += ["# max_depth = 50", "# max_pages = 50000"]

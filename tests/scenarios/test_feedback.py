@@ -14,7 +14,7 @@ import pytest
 
 from ragsync.clock import iso, parse_iso
 from ragsync.config import load_config
-from ragsync.initsite import probe_site
+from ragsync.initsite import probe_site, site_config
 from ragsync.progress import LogProgress
 from ragsync.render import not_requested, print_status
 from ragsync.sync import Syncer
@@ -246,6 +246,7 @@ def test_init_probe_then_sitemap_xml_then_a_linked_feed_then_a_crawl(plain_site)
     )
     assert stays is not None, choice.reason
     assert f'(include = ["{base}/*"] follows them)' in choice.reason
+    assert f'# include = ["{base}/*"]' in site_config(choice)  # ready to uncomment
     site.set_page("/guide/page-0", "Guide", '<p><a href="page-1">next</a></p>')
     fewer = re.search(r": (\d+) links of the start", probe_site(base + "/guide/page-0").reason)
     assert int(stays.group(1)) == (int(fewer.group(1)) if fewer else 0) + 1  # /api/ref, once
