@@ -180,7 +180,8 @@ def test_workers_do_not_rerun_the_callers_script(tmp_path):
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120
     )
-    assert (done.returncode, done.stdout) == (0, "script ran\nHello there.\n"), done.stderr
+    # The page's title heads its Markdown (README "Documentation sites").
+    assert (done.returncode, done.stdout) == (0, "script ran\n# T\n\nHello there.\n"), done.stderr
 
 
 def test_a_worker_imports_the_extractor_not_the_sync_machinery():
