@@ -121,8 +121,10 @@ class Crawl:
         self.depth = -1  # of the level being checked; the start pages are depth 0
         self.pages = 0  # pages admitted so far
         self.checked: dict[str, Checked] = {}  # the level's pages checked so far, by key
-        self.links_only: dict[str, str] = {}  # why each page of the window without a record was
-        self.linking: set[str] = set()  # … read for its links only; pages with stored links
+        # Of the window being checked: why each page without a record was read for its links
+        # only ("noindex", "not_text"), and the pages whose stored links are not empty.
+        self.links_only: dict[str, str] = {}
+        self.linking: set[str] = set()
 
     def follows(self, url: str) -> bool:
         """Whether a link to ``url`` is part of the crawl: in the source's scope (hosts and
