@@ -66,9 +66,6 @@ def reindex(
                 engine.state.index.put_chunker(source.id, configured, engine.now())
         fill(engine, result.counters)
         result.ok = all(o.ok for o in result.sources.values())
-    except BaseException:
-        result.ok = False  # recorded as failed: an error ended the reindex
-        raise
     finally:
         engine.release_store()
         finish_run(engine, result)

@@ -194,9 +194,6 @@ class Worker:
                     break
                 stop.wait(self.poll)
             run.result.ok = all(outcome.ok for outcome in run.result.sources.values())
-        except BaseException:
-            run.result.ok = False  # recorded as failed: an error ended the worker's run
-            raise
         finally:
             beating.set()
             self.state.leases.release_all(self.id)  # a clean stop hands its claims back at once

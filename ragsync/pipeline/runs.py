@@ -41,7 +41,8 @@ def start_run(
         "worker": f"{stamp}-w{token[:8]}",
         "reindex": f"reindex-{stamp}-{token[:6]}",
     }[kind]
-    result = SyncResult(run_id=run_id, started_at=iso(started))
+    # Not ok until it ends well: one that an error ends is recorded as failed (`status`).
+    result = SyncResult(run_id=run_id, started_at=iso(started), ok=False)
     engine.state.runs.add(result.run_id, result.started_at, owner=owner)
     return result
 
@@ -188,9 +189,6 @@ def run_pass(
         if dispatcher is not None:
             result.counters.events_delivered = dispatcher.deliver_due(EVENTS_DEADLINE)
         prune_raw_bodies(engine)
-    except BaseException:
-        result.ok = False  # recorded as failed: an error ended the pass (`status` says so)
-        raise
     finally:
         if dispatcher is not None:
             dispatcher.close()
