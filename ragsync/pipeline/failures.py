@@ -16,6 +16,7 @@ from ragsync.pipeline.outcomes import Failed
 from ragsync.policy import failure_step
 
 log = logging.getLogger("ragsync")
+LOGGED = 5  # failures a source logs as warnings per run; the rest at -v (the report lists 20)
 
 
 def record_failure(
@@ -52,4 +53,9 @@ def record_failure(
     )
     report.ok = False
     report.errors.append(f"{page.url}: {failed.reason} ({step.state})")
-    log.warning("%s: %s (%s)", page.url, failed.reason, step.state)
+    # A host that is down fails every page of it: a few warnings say so, the run's report
+    # names the pages, and -v logs each one.
+    level = logging.WARNING if len(report.errors) <= LOGGED else logging.INFO
+    log.log(level, "%s: %s (%s)", page.url, failed.reason, step.state)
+    if len(report.errors) == LOGGED + 1:
+        log.warning("%s: more pages failed; the run's report lists them (-v logs each)", source.id)

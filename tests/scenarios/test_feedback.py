@@ -305,3 +305,24 @@ def test_init_probe_follows_no_redirect_to_another_host(plain_site):
         f"http://localhost:{port}/: give --url that URL)"
     )
     assert [h.path for h in site.hits].count("/") == 1  # the 301 only: never followed
+
+
+def test_a_host_that_is_down_is_said_in_a_few_warnings_and_every_page_at_v(
+    tmp_path, embedder, caplog
+):
+    site = DevSite(example_pages(12))
+    site.start()
+    try:
+        syncer = Syncer(make_config(tmp_path, [sitemap_source(site)]), embedder=embedder)
+        site.fault = lambda path, headers: (503, {}, b"down") if path != "/sitemap.xml" else None
+        with caplog.at_level(logging.INFO, logger="ragsync"):
+            result = syncer.run()
+        syncer.close()
+    finally:
+        site.stop()
+    failures = [r for r in caplog.records if "HTTP 503" in r.getMessage()]
+    pages = len(result.sources["docs"].errors)
+    assert pages >= 10 and len(failures) == pages  # every page logged …
+    warned = [r for r in failures if r.levelno == logging.WARNING]
+    assert len(warned) == 5  # … the first five as warnings, the rest at -v
+    assert any("more pages failed" in r.getMessage() for r in caplog.records)
