@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ragsync.config import FetchConfig
 from ragsync.errors import FetchError
-from ragsync.models import REDIRECT_STATUSES, TEMPORARY_REDIRECTS, Response, media_type
+from ragsync.models import REDIRECT_STATUSES, TEMPORARY_REDIRECTS, Response
 from ragsync.policy import is_file
 from ragsync.urls import split_url
 
@@ -299,20 +299,19 @@ class Fetcher:
             if left <= 0:
                 raise FetchError(url, timeout + where, transient=True)
             with self.client.stream("GET", target, headers=headers, timeout=left) as response:
-                response_headers = header_text(response.headers.raw)
+                head = Response(
+                    url=str(response.url),
+                    status=response.status_code,
+                    headers=header_text(response.headers.raw),
+                    body=b"",
+                    requested_url=url,
+                )
                 if arrived is not None:
-                    arrived(response.status_code, response_headers)
-                kind = media_type(response_headers.get("content-type", ""))
-                if pages_only and is_file(response.status_code, kind):
+                    arrived(head.status, head.headers)
+                if pages_only and is_file(head.status, head.content_type):
                     # A file is judged by its headers alone: a tarball or a PDF a page links
                     # to costs no download, and no max_body_bytes failure.
-                    return Response(
-                        url=str(response.url),
-                        status=response.status_code,
-                        headers=response_headers,
-                        body=b"",
-                        requested_url=url,
-                    )
+                    return head
                 body = bytearray()
                 # iter_bytes() decodes gzip/deflate: counting decoded bytes also stops bombs.
                 for piece in response.iter_bytes():
@@ -323,13 +322,7 @@ class Fetcher:
                         )
                     if _left() <= 0:  # what the transport cannot see (decoding, a mock)
                         raise FetchError(url, timeout + where, transient=True)
-                return Response(
-                    url=str(response.url),
-                    status=response.status_code,
-                    headers=response_headers,
-                    body=bytes(body),
-                    requested_url=url,
-                )
+                return replace(head, body=bytes(body))
         except _UnusableLocation as exc:
             reason = f"HTTP {exc.status} from {target} without a usable Location ({exc})"
             raise FetchError(url, reason, status=exc.status, transient=False) from exc

@@ -184,11 +184,11 @@ def retrieve(
         [hits] = collapse(lexical)
         return [dataclasses.replace(h, sparse_score=h.score) for h in hits[:k]]
     dense, lexical = collapse(store.search(embed(query), max(k, CANDIDATES), source), lexical)
-    if not page_weight or index.chunk_counts is None:
-        return fuse(dense, lexical, k, sparse_weight=sparse_weight)
     fused = fuse(dense, lexical, len(dense) + len(lexical), sparse_weight=sparse_weight)
-    counts = index.chunk_counts(sorted({hit.doc_key for hit in fused}))
-    return with_coverage(fused, counts, page_weight)[:k]
+    if page_weight and index.chunk_counts is not None:
+        counts = index.chunk_counts(sorted({hit.doc_key for hit in fused}))
+        fused = with_coverage(fused, counts, page_weight)
+    return fused[:k]
 
 
 def with_coverage(hits: Sequence[Hit], chunk_counts: Mapping[str, int], weight: float) -> list[Hit]:
