@@ -59,10 +59,13 @@ class Attempts(Repository):
             )
 
     def clear(self, doc_keys: Sequence[str]) -> None:
-        """Forget the failed attempts of pages that answered."""
-        if doc_keys:
-            sql = "delete from fetch_attempts where doc_key in ({marks})"
-            self.state.execute_in(sql, doc_keys)
+        """Forget the failed attempts of pages that answered. Callers pass every such page (a
+        tombstone that 404s again, each window's links-only pages): the few with a row are
+        found by a read, so that the rest take no write lock."""
+        sql = "select doc_key from fetch_attempts where doc_key in ({marks})"
+        failed = [row["doc_key"] for row in self.state.query_in(sql, doc_keys)] if doc_keys else []
+        if failed:
+            self.state.execute_in("delete from fetch_attempts where doc_key in ({marks})", failed)
 
     def drop_missing(self, source_id: str, listed: Collection[str]) -> int:
         """Forget the URLs of ``source_id`` that answered 404/410 before they were ever
