@@ -9,7 +9,6 @@ its export is cached.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -18,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
+from ragsync.digests import remembered_sha256
 from ragsync.errors import ConfigError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -98,9 +98,10 @@ class LocalModel:
 
     @cached_property
     def weights_digest(self) -> str:
-        """The first 12 hex digits of the weights' SHA-256 (``-`` without a safetensors file)."""
+        """The first 12 hex digits of the weights' SHA-256 (``-`` without a safetensors file),
+        hashed once per file (:func:`ragsync.digests.remembered_sha256`)."""
         weights = self.path / "model.safetensors"
-        return hashlib.sha256(weights.read_bytes()).hexdigest()[:12] if weights.exists() else "-"
+        return remembered_sha256(weights)[:12] if weights.exists() else "-"
 
     @cached_property
     def model_id(self) -> str:

@@ -21,7 +21,6 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -36,6 +35,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from ragsync.digests import cache_base, file_sha256, remembered_sha256
 from ragsync.embed import DEFAULT_MODEL, LocalModel
 from ragsync.errors import ConfigError, EmbedError
 
@@ -57,8 +57,7 @@ CALL_TOKENS = 512
 
 def cache_root() -> Path:
     """Where exports are kept: ``$XDG_CACHE_HOME/ragsync/onnx``, else ``~/.cache/ragsync/onnx``."""
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base, "ragsync", "onnx")
+    return cache_base() / "onnx"
 
 
 def export_name(label: str, digest: str, *, quantize: bool) -> str:
@@ -77,21 +76,14 @@ def manifest_path(path: Path) -> Path:
     return path.with_name(f"{path.name}.json")
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        while block := file.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def verified(path: Path) -> bool:
-    """Whether ``path`` is a whole export: its manifest names its exact size and SHA-256."""
+    """Whether ``path`` is a whole export: its manifest names its exact size and SHA-256
+    (hashed once per file: :func:`ragsync.digests.remembered_sha256`)."""
     try:
         manifest = json.loads(manifest_path(path).read_text())
         if path.stat().st_size != manifest["bytes"]:
             return False
-        return bool(file_sha256(path) == manifest["sha256"])
+        return bool(remembered_sha256(path) == manifest["sha256"])
     except (OSError, ValueError, KeyError, TypeError):
         return False
 
