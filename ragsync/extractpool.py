@@ -48,6 +48,9 @@ from ragsync.policy import TEXT_TYPES
 DEFAULT_CPU_BUDGET = 30.0  # CPU seconds per page: twice the slowest real page measured (14 s
 # for an 8.4 MB manual); fetch.max_body_bytes allows 10 MB.
 WALL_FACTOR = 10  # wall time a page may take, in budgets: only a worker stuck asleep reaches it
+# A page waits this long for a running worker before another one starts (starting one costs
+# about 0.2 CPU s: an interpreter importing trafilatura).
+GROW_AFTER = 0.2
 START_TIMEOUT = 120.0  # a new worker imports trafilatura (~0.5 s; much longer on a loaded host)
 
 # The worker's whole program: the parent's import path first, so it runs the parent's ragsync.
@@ -229,11 +232,10 @@ class ExtractPool:
         if not cpu_budget > 0:
             raise ValueError(f"cpu_budget must be positive, not {cpu_budget}")
         # LIFO: the warmest worker first, so a trickle of pages keeps a single process busy.
-        # None is a slot whose process is not (or no longer) running.
-        self._idle: queue.LifoQueue[_Worker | None] = queue.LifoQueue()
-        for _ in range(self.workers):
-            self._idle.put(None)
+        self._idle: queue.LifoQueue[_Worker] = queue.LifoQueue()
         self._live: set[_Worker] = set()
+        self._free = self.workers  # slots without a process: started when pages wait (_take)
+        self._starting = 0  # processes being started
         self._lock = threading.Lock()
         self._closed = False
 
@@ -256,28 +258,20 @@ class ExtractPool:
         """
         if media_type(content_type) in TEXT_TYPES:
             return extract_response(body, content_type, url)
-        if self._closed:
-            raise RuntimeError("the extract pool is closed")
-        worker = self._idle.get()
+        worker = self._take()
         if worker is None:
             try:
                 worker = self._start()
             except _WorkerLost as lost:
-                self._idle.put(None)
                 raise ExtractError(url, lost.reason) from None
-            except BaseException:
-                self._idle.put(None)
-                raise
         try:
             status, value = worker.run((body, content_type, url), self.cpu_budget)
         except _WorkerLost as lost:
             self._forget(worker)
-            self._idle.put(None)
             raise ExtractError(url, lost.reason) from None
         except BaseException:  # e.g. KeyboardInterrupt while waiting: the worker's state is unknown
             self._forget(worker)
             worker.stop(kill=True)
-            self._idle.put(None)
             raise
         self._idle.put(worker)
         if status == "ok":
@@ -309,9 +303,42 @@ class ExtractPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _take(self) -> _Worker | None:
+        """An idle worker, or None when the caller took a free slot and starts its process.
+
+        A slot's process starts only when a page has waited :data:`GROW_AFTER` for a running
+        one and none is starting, or when none runs at all: light pages keep one process busy
+        (README "Extraction"), heavy ones
+        soon have every slot's.
+
+        Raises:
+            RuntimeError: the pool is closed.
+        """
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise RuntimeError("the extract pool is closed")
+                running = self._free < self.workers
+            try:
+                return self._idle.get(timeout=GROW_AFTER) if running else self._idle.get_nowait()
+            except queue.Empty:
+                with self._lock:
+                    if self._free and not self._starting:
+                        self._free -= 1
+                        self._starting += 1
+                        return None
+
     def _start(self) -> _Worker:
-        worker = _Worker.start(self.cpu_budget)
+        """Start the process of the slot :meth:`_take` gave (returned to the pool on failure)."""
+        try:
+            worker = _Worker.start(self.cpu_budget)
+        except BaseException:
+            with self._lock:
+                self._starting -= 1
+                self._free += 1
+            raise
         with self._lock:
+            self._starting -= 1
             if not self._closed:
                 self._live.add(worker)
                 return worker
@@ -319,8 +346,10 @@ class ExtractPool:
         raise RuntimeError("the extract pool is closed")
 
     def _forget(self, worker: _Worker) -> None:
+        """``worker`` is gone: its slot is free again."""
         with self._lock:
             self._live.discard(worker)
+            self._free += 1
 
 
 _shared: dict[tuple[int, float], ExtractPool] = {}

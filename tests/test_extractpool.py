@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from ragsync import extractpool
 from ragsync.errors import ExtractError
 from ragsync.extract import extract_response
 from ragsync.extractpool import ExtractPool, shared_pool
@@ -74,9 +75,32 @@ def test_eight_threads_through_the_pool_give_the_sequential_results():
                 extracted = threads.map(lambda page: pool.extract(page[1], HTML, page[0]), batch)
                 results.update(zip([url for url, _ in batch], extracted, strict=True))
             workers.update(pool.pids)
-    assert len(workers) == 2  # both workers came up and neither died (none was replaced)
+        assert workers == set(pool.pids)  # no worker died (none was replaced)
     assert len(results) > 100
     assert results == {url: extract_response(body, HTML, url) for url, body in pages}
+
+
+def test_light_pages_keep_one_worker_busy(monkeypatch):
+    """Pages that take milliseconds never wait long for the running worker, so the pool's other
+    slot starts no process (starting one costs more CPU than a light site's pages)."""
+    monkeypatch.setattr(extractpool, "GROW_AFTER", 5.0)  # no page here waits that long
+    url, body = small_page()
+    with ExtractPool(workers=2, cpu_budget=60) as pool:
+        with ThreadPoolExecutor(max_workers=8) as threads:
+            results = list(threads.map(lambda _: pool.extract(body, HTML, url), range(40)))
+        assert len(pool.pids) == 1
+    assert results == [extract_response(body, HTML, url)] * 40
+
+
+def test_pages_that_wait_for_a_worker_start_the_other_slots():
+    pages = real_pages(MDBOOK)[:24]
+    with ExtractPool(workers=3, cpu_budget=60) as pool:
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=8) as threads:
+            list(threads.map(lambda page: pool.extract(page[1], HTML, page[0]), pages))
+        if time.monotonic() - started < 3 * extractpool.GROW_AFTER:
+            pytest.skip("the pages took too little time to make any page wait")
+        assert len(pool.pids) > 1
 
 
 def test_a_page_over_its_cpu_budget_fails_alone():
