@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -50,6 +51,7 @@ class QdrantEdgeStore:
         self.batch_size = max(1, batch_size)
         self.open_wait = open_wait
         self._shard: Any = None
+        self._deferred = 0  # open writes() blocks: their operations are flushed at the end
 
     @classmethod
     def from_config(cls, config: StoreConfig) -> QdrantEdgeStore:
@@ -82,6 +84,23 @@ class QdrantEdgeStore:
                     f"qdrant_edge {self.folder}: cannot open the shard{held}: {exc}"
                 ) from exc
         return self._shard
+
+    @contextmanager
+    def writes(self) -> Iterator[None]:
+        """Operations inside the block are flushed to disk once, when it ends (each flush is an
+        fsync: a journal batch of 13 small runs took 13, 0.1–0.3 s of a one-page sync)."""
+        self._deferred += 1
+        try:
+            yield
+        finally:
+            self._deferred -= 1
+            if not self._deferred and self._shard is not None:
+                self._shard.flush()
+
+    def _written(self) -> None:
+        """Make the operations just applied durable, unless a :meth:`writes` block will."""
+        if not self._deferred:
+            self.shard.flush()
 
     def close(self) -> None:
         if self._shard is not None:
@@ -157,7 +176,7 @@ class QdrantEdgeStore:
                 for pid, vector, payload in made[start : start + self.batch_size]
             ]
             self.shard.update(UpdateOperation.upsert_points(batch))
-        self.shard.flush()
+        self._written()
 
     def set_payload(self, items: Sequence[tuple[str, dict]]) -> None:
         """Overwrite payloads of existing points; a point that is gone is skipped."""
@@ -168,7 +187,7 @@ class QdrantEdgeStore:
         for pid, payload in items:
             if pid in existing:
                 self.shard.update(UpdateOperation.overwrite_payload([pid], payload))
-        self.shard.flush()
+        self._written()
 
     def delete(self, point_ids: Sequence[str]) -> None:
         from qdrant_edge import UpdateOperation
@@ -176,7 +195,7 @@ class QdrantEdgeStore:
         ids: list[int | UUID | str] = list(point_ids)
         for start in range(0, len(ids), self.batch_size):
             self.shard.update(UpdateOperation.delete_points(ids[start : start + self.batch_size]))
-        self.shard.flush()
+        self._written()
 
     @staticmethod
     def _source_filter(source: str | None) -> Any:

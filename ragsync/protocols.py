@@ -109,9 +109,12 @@ class Crawler(Protocol):
 
 
 class VectorStore(Protocol):
-    """A vector index written only through idempotent operations keyed by point id.
+    """A vector index written only through idempotent operations keyed by point id, each
+    durable when it returns.
 
-    Implementations also offer ``from_config(StoreConfig)`` as a classmethod.
+    Implementations also offer ``from_config(StoreConfig)`` as a classmethod, and may offer
+    ``writes()``: a context manager inside which operations are made durable once, when it
+    ends (the journal applies a batch inside one: :func:`ragsync.pipeline.journal.batch_writes`).
     """
 
     def ensure_collection(self, dimension: int) -> object: ...

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from contextlib import AbstractContextManager, nullcontext
 from itertools import groupby
 from typing import TypeGuard
 
@@ -123,11 +124,19 @@ def apply_pending(engine: Engine, counters: Counters) -> int:
         if not prepared:
             sparse_id = prepare_collection(engine, counters)
             prepared = True
-        for kind, group in groupby(ops, key=lambda op: op.op):
-            apply_ops(engine, kind, list(group), store, counters, sparse_id=sparse_id)
+        with batch_writes(store):  # durable before the journal forgets the batch
+            for kind, group in groupby(ops, key=lambda op: op.op):
+                apply_ops(engine, kind, list(group), store, counters, sparse_id=sparse_id)
         engine.state.journal.remove([op.seq for op in ops])
         applied += len(ops)
         log.debug("applied %d journal operations", applied)
+
+
+def batch_writes(store: VectorStore) -> AbstractContextManager[object]:
+    """The store's ``writes()`` block when it has one (its operations made durable once, when
+    the block ends), else a block that changes nothing (each operation is durable on return)."""
+    writes = getattr(store, "writes", None)
+    return writes() if writes is not None else nullcontext()
 
 
 def apply_ops(

@@ -69,3 +69,20 @@ def test_what_a_store_holds_survives_closing_it(store):
     store.upsert([(ID(1), [1, 0, 0], meta(1))])
     store.close()
     assert store.count() == 1 and store.search([1, 0, 0], 1)[0].point_id == ID(1)
+
+
+def test_operations_in_a_writes_block_are_kept(store, tmp_path):
+    """A store's optional ``writes()`` block (one flush at its end) loses nothing, nested too."""
+    writes = getattr(store, "writes", None)
+    if writes is None:
+        pytest.skip(f"{type(store).__name__} makes each operation durable on return")
+    store.ensure_collection(3)
+    with writes():
+        with writes():
+            store.upsert([(ID(1), [1, 0, 0], meta(1)), (ID(2), [0, 1, 0], meta(2))])
+        store.delete([ID(1)])
+        store.set_payload([(ID(2), {**meta(2), "page_content": "moved"})])
+    store.close()
+    assert [(pid, payload["page_content"]) for pid, payload, _ in store.points()] == [
+        (ID(2), "moved")
+    ]

@@ -4,12 +4,15 @@ holds one, and the move between them with nothing embedded again (README "Vector
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ragsync.config import StoreConfig, config_from_mapping
+from ragsync.connectors.qdrant_edge_store import QdrantEdgeStore
 from ragsync.registry import store_kind
 from ragsync.sync import Syncer
 from tests.support import sitemap_source, state_table
@@ -98,3 +101,51 @@ def test_the_config_reference_accepts_auto_and_names_it_among_the_kinds(tmp_path
     with pytest.raises(Exception) as caught:
         config(tmp_path, site, kind="qdrant-edge")
     assert "auto" in str(caught.value) and "qdrant_edge" in str(caught.value)
+
+
+class Recording:
+    """A store that records its writes and its ``writes()`` blocks (the journal still pending
+    when each block ends), passing everything to the real store."""
+
+    def __init__(self, inner: Any, pending: Any):
+        self.inner = inner
+        self.pending = pending  # () -> journal operations not yet forgotten
+        self.calls: list[tuple[str, int]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def upsert(self, points: Any, **kw: Any) -> None:
+        self.calls.append(("upsert", len(points)))
+        self.inner.upsert(points, **kw)
+
+    def delete(self, ids: Any) -> None:
+        self.calls.append(("delete", len(ids)))
+        self.inner.delete(ids)
+
+    @contextmanager
+    def writes(self) -> Iterator[None]:
+        with self.inner.writes():
+            self.calls.append(("begin", self.pending()))
+            yield
+            self.calls.append(("end", self.pending()))
+
+
+def test_the_journal_makes_each_batch_durable_once_before_forgetting_it(tmp_path, site, embedder):
+    """Qdrant Edge flushes (an fsync) once per journal batch, not once per run of operations of
+    one kind: an edit of two pages applies four runs (deletes and upserts) in one block, and
+    the journal still holds them when the block ends."""
+    cfg = config(tmp_path, site, kind="qdrant_edge")
+    with Syncer(cfg, embedder=embedder) as syncer:
+        assert syncer.run().ok
+        for path in [p for p in site.pages if p.startswith("/guide/")][:2]:
+            page = site.pages[path]
+            site.set_page(path, page.title, page.body.replace("</p>", " Now edited.</p>", 1))
+        store = Recording(QdrantEdgeStore.from_config(cfg.store), syncer.engine.state.journal.count)
+        with Syncer(cfg, embedder=embedder, store=store) as edited:
+            assert edited.run().ok
+    writes = [name for name, _ in store.calls if name in ("upsert", "delete")]
+    assert len(writes) >= 4  # several runs of one kind each...
+    assert store.calls[0][0] == "begin" and store.calls[-1][0] == "end"  # ...in one block
+    assert [name for name, _ in store.calls].count("begin") == 1
+    assert store.calls[-1][1] > 0  # durable before the journal forgot the batch
