@@ -93,9 +93,17 @@ def main(ctx: click.Context, verbose: int, quiet: bool) -> None:
     "write a source for it.",
 )
 def init(path: str, force: bool, url: str | None) -> None:
-    """Write a commented starter ragsync.toml at PATH (with --url: one source for a site)."""
+    """Write a commented starter ragsync.toml at PATH (with --url: one source for a site;
+    a URL given as PATH is taken as --url)."""
     from importlib.resources import files
 
+    if "://" in path:  # `ragsync init https://docs.example.com/`: the site, not the file
+        if url:
+            raise click.BadParameter(
+                f"{path!r} is a URL, not the file to write (the site is --url {url})",
+                param_hint="PATH",
+            )
+        url, path = path, "ragsync.toml"
     target = Path(path)
     if target.exists() and not force:
         click.echo(f"ragsync: {target} already exists (use --force to overwrite it)", err=True)

@@ -289,6 +289,31 @@ def test_init_url_writes_a_working_config_and_says_why_in_one_line(plain_site, t
     assert bad.returncode == 2 and "not an absolute http(s) URL" in bad.stderr
 
 
+def test_init_takes_a_url_given_as_its_path_for_the_site(plain_site, tmp_path):
+    """`ragsync init https://…` (no --url) wrote the starter config to a folder named after
+    the URL ("http:/host/…"): the URL is the site to probe, the file ragsync.toml."""
+    site = plain_site
+    proc = subprocess.run(
+        [sys.executable, "-m", "ragsync", "init", site.base_url + "/"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["ragsync.toml"]
+    [source] = load_config(tmp_path / "ragsync.toml").sources
+    assert (source.kind, source.options.url) == ("sitemap", site.base_url + "/sitemap.xml")
+    both = subprocess.run(
+        [sys.executable, "-m", "ragsync", "init", site.base_url + "/", "--url", site.base_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert both.returncode == 2 and "is a URL, not the file to write" in both.stderr
+
+
 def test_init_probe_follows_no_redirect_to_another_host(plain_site):
     site = plain_site
     port = site.base_url.rsplit(":", 1)[1]
