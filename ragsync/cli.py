@@ -93,16 +93,13 @@ def main(ctx: click.Context, verbose: int, quiet: bool) -> None:
     "write a source for it.",
 )
 def init(path: str, force: bool, url: str | None) -> None:
-    """Write a commented starter ragsync.toml at PATH (with --url: one source for a site;
-    a URL given as PATH is taken as --url)."""
+    """Write a starter ragsync.toml at PATH; with --url (or a URL as PATH), the site's source."""
     from importlib.resources import files
 
     if "://" in path:  # `ragsync init https://docs.example.com/`: the site, not the file
         if url:
-            raise click.BadParameter(
-                f"{path!r} is a URL, not the file to write (the site is --url {url})",
-                param_hint="PATH",
-            )
+            message = f"{path!r} is a URL, not the file to write (the site is --url {url})"
+            raise click.BadParameter(message, param_hint="PATH")
         url, path = path, "ragsync.toml"
     target = Path(path)
     if target.exists() and not force:
@@ -115,13 +112,13 @@ def init(path: str, force: bool, url: str | None) -> None:
             choice = probe_site(url)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--url") from None
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(site_config(choice))
-        click.echo(f'wrote {target}: kind = "{choice.kind}": {choice.reason}', err=True)
-        return
+        text, said = site_config(choice), f'kind = "{choice.kind}": {choice.reason}'
+    else:
+        text = files("ragsync").joinpath("starter.toml").read_text(encoding="utf-8")
+        said = "edit its [[sources]] table, then run `ragsync run`"
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(files("ragsync").joinpath("starter.toml").read_text(encoding="utf-8"))
-    click.echo(f"wrote {target}: edit its [[sources]] table, then run `ragsync run`", err=True)
+    target.write_text(text)
+    click.echo(f"wrote {target}: {said}", err=True)
 
 
 @main.command()
