@@ -307,9 +307,8 @@ class ExtractPool:
         """An idle worker, or None when the caller took a free slot and starts its process.
 
         A slot's process starts only when a page has waited :data:`GROW_AFTER` for a running
-        one and none is starting, or when none runs at all: light pages keep one process busy
-        (README "Extraction"), heavy ones
-        soon have every slot's.
+        one and none is starting, or when none runs at all: light pages keep one process busy,
+        heavy ones soon have every slot's (README "Extraction").
 
         Raises:
             RuntimeError: the pool is closed.
