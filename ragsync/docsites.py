@@ -20,6 +20,8 @@ from typing import Any
 import lxml.html
 from lxml import etree
 
+from ragsync import htmlprep
+
 HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 # Header-anchor glyphs generators append or prepend to heading text (Sphinx ¶, rustdoc §,
 # GitHub's link emoji). A "#" anchor (Node, MkDocs) is removed as the element it is, never
@@ -46,6 +48,9 @@ class Generator:
             cells can hold headings, which a Markdown table cannot).
         preformatted: XPath expressions of text laid out line by line with ``<br>`` and
             no-break spaces, read as a code block (shell comments there are not headings).
+        heading_title: the title is the main content's first heading (its section number
+            left out) rather than ``<title>``, which names something else (Texinfo: the node
+            and the manual, "Arrays Unions Enums (libffi: the portable …)").
     """
 
     name: str
@@ -54,6 +59,7 @@ class Generator:
     chrome: tuple[str, ...] = ()
     layout: tuple[str, ...] = ()
     preformatted: tuple[str, ...] = ()
+    heading_title: bool = False
 
 
 def _meta_generator(prefix: str) -> str:
@@ -165,7 +171,19 @@ GENERATORS: tuple[Generator, ...] = (
         "texinfo",
         (_meta_generator("makeinfo"), _meta_generator("texi2html")),
         ("//body",),
-        (f"//div[{_has_class('header')} or {_has_class('nav-panel')}]", "//hr"),
+        (
+            f"//div[{_has_class('header')} or {_has_class('nav-panel')}]",
+            "//hr",
+            # The ¶ beside each definition, the menus of a node's subsections, the manual's
+            # table of contents, and an index's entries and letter bars.
+            f"//a[{_has_class('copiable-anchor')} or {_has_class('copiable-link')}]",
+            f"//ul[{_has_class('section-toc')}]",
+            f"//table[{_has_class('menu')}]",
+            f"//div[{_has_class('contents')} or {_has_class('shortcontents')}]",
+            "//table[starts-with(@class, 'index-')]",
+            f"//table[.//a[{_has_class('summary-letter')}]]",
+        ),
+        heading_title=True,
     ),
 )
 
@@ -242,10 +260,12 @@ def read(html: str) -> DocPage | None:
             _as_pre(block)
     for heading in list(tree.iter(*HEADINGS)):
         _flatten_heading(heading)
-    for pre in list(tree.iter("pre")):
-        _split_paired_code(pre)
+    htmlprep.normalize(tree)
     main = main_element(tree, generator)
     title = page_title(main, head_title, og_title, site_name)
+    if generator and generator.heading_title:
+        first = next((heading_text(h) for h in main.iter(*HEADINGS) if heading_text(h)), "")
+        title = SECTION_NUMBER.sub("", first) or title
     markdown = to_markdown(main) if generator else ""
     return DocPage(title, generator.name if generator else "", markdown, tree)
 
@@ -411,20 +431,6 @@ def _flatten_heading(heading: Any) -> None:
     for name in list(heading.attrib):
         if name not in ("id", "class"):
             del heading.attrib[name]
-
-
-def _split_paired_code(pre: Any) -> None:
-    """One ``<pre>`` per ``<code>``: Node's API docs put an ES-module and a CommonJS example
-    in one ``<pre>`` (a toggle shows one), which would read as one block with the two glued."""
-    codes = [child for child in pre if child.tag == "code"]
-    if len(codes) < 2:
-        return
-    for code in codes:
-        single = etree.Element("pre", {"class": pre.get("class", "")})
-        single.append(code)  # moves it out of the shared <pre>
-        single.tail = "\n"
-        pre.addprevious(single)
-    pre.drop_tree()
 
 
 def _in_chrome(element: Any, main: Any) -> bool:

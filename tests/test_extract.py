@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import lxml.html
 import pytest
 
+from ragsync.chunk import split_blocks
 from ragsync.extract import (
     content_hash,
     extract,
@@ -260,3 +262,27 @@ def test_title_drops_the_og_site_name_wherever_it_stands():
         + "</article></body></html>"
     )
     assert extract(html, "http://x/install").title == "Install the agent"
+
+
+EXPAT = Path(__file__).parent / "fixtures" / "docsites" / "handwritten" / "expat-reference.html"
+
+
+def test_a_hand_written_reference_keeps_its_headings_code_and_descriptions():
+    """Expat's reference (one large hand-written page, read by trafilatura) wraps long
+    ``<code>`` names across lines, and writes each function's description as text directly in
+    a ``<div>`` beside a list. The first made a fence in mid-sentence, after which every fence
+    and heading of the page read inside out (157 of 265 chunks under one wrong heading); the
+    second lost 31 of 32 descriptions' opening sentences."""
+    html = EXPAT.read_text(encoding="utf-8")
+    markdown = extract(html, "http://docs.test/expat/reference.html").markdown
+    lines = markdown.split("\n")
+    assert not [line for line in lines if "```" in line and not line.lstrip().startswith("```")]
+    assert "the functions `XML_SetBillionLaughsAttackProtectionMaximumAmplification` and" in (
+        markdown
+    )
+    headings = [text for level, text in split_blocks(markdown) if level]  # outside code
+    html_headings = lxml.html.fromstring(html.encode()).xpath("//h1|//h2|//h3|//h4")
+    assert len(headings) == len(html_headings) == 94  # every heading, none made from code
+    assert "Construct a new parser. If encoding is non-null, it specifies a" in markdown
+    assert "    void *buff = XML_GetBuffer(p, BUFF_SIZE);" in markdown  # indentation kept
+    assert "\\#define" not in markdown and "#define BUFF_SIZE 10240" in markdown

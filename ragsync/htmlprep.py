@@ -1,0 +1,118 @@
+"""Cleanups every page's tree gets before it is converted to Markdown (README "Extraction").
+
+Generic, whatever made the page: inline code that breaks over lines is put on one line, text
+loose beside blocks becomes paragraphs, and each ``<pre>`` holds one ``<code>``. A
+documentation generator's own rules are in :mod:`ragsync.docsites`.
+
+Example::
+
+    >>> import lxml.html
+    >>> tree = lxml.html.fromstring("<div>Intro <code>a\\nb</code><ul><li>x</li></ul></div>")
+    >>> normalize(tree)
+    >>> lxml.html.tostring(tree, encoding="unicode")
+    '<div><p>Intro <code>a b</code></p><ul><li>x</li></ul></div>'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lxml.html
+from lxml import etree
+
+
+def normalize(tree: Any) -> None:
+    """Apply every cleanup of this module to ``tree``, in place."""
+    for code in list(tree.iter("code", "tt", "kbd", "samp")):
+        one_line_code(code)
+    for box in list(tree.iter("body", "main", "article", "section", "div", "blockquote")):
+        loose_text_paragraphs(box)
+    for pre in list(tree.iter("pre")):
+        split_paired_code(pre)
+        code_in_pre(pre)
+
+
+def one_line_code(code: Any) -> None:
+    """Inline code whose text the source breaks over lines, on one line: a converter writes
+    it as a fenced block in mid-sentence, and every fence after it then opens where one
+    closes (Expat's reference lost its headings and code layout that way)."""
+    text = code.text_content()
+    if "\n" in text and not any(node.tag == "pre" for node in code.iterancestors()):
+        for child in list(code):
+            code.remove(child)
+        code.text = " ".join(text.split())
+
+
+_BLOCKS = {"p", "ul", "ol", "dl", "pre", "table", "div", "section", "blockquote", "hr"} | {
+    f"h{level}" for level in range(1, 7)
+}
+
+
+def loose_text_paragraphs(box: Any) -> None:
+    """Text loose beside blocks in ``box`` (``<div>Construct a parser. <ul>…</ul></div>``) as
+    paragraphs: trafilatura drops such text (31 of Expat's 32 function descriptions lost
+    their first sentences)."""
+    children = list(box)
+    if not any(child.tag in _BLOCKS for child in children):
+        return
+    loose = [box.text, *(child.tail for child in children)]
+    if not any(text and text.strip() for text in loose):
+        return
+    kept: list[Any] = []
+    paragraph: Any = None
+
+    def add(text: str | None) -> None:
+        nonlocal paragraph
+        if not text or (paragraph is None and not text.strip()):
+            return
+        if paragraph is None:
+            paragraph = lxml.html.Element("p")
+            kept.append(paragraph)
+        if len(paragraph):
+            paragraph[-1].tail = (paragraph[-1].tail or "") + text
+        else:
+            paragraph.text = (paragraph.text or "") + text
+
+    text, box.text = box.text, None
+    add(text)
+    for child in children:
+        tail, child.tail = child.tail, None
+        box.remove(child)
+        if child.tag in _BLOCKS:
+            paragraph = None
+            kept.append(child)
+        else:  # an inline element belongs to the paragraph around it, or opens one
+            if paragraph is None:
+                paragraph = lxml.html.Element("p")
+                kept.append(paragraph)
+            paragraph.append(child)
+        add(tail)
+    box.extend(kept)
+
+
+def split_paired_code(pre: Any) -> None:
+    """One ``<pre>`` per ``<code>``: Node's API docs put an ES-module and a CommonJS example
+    in one ``<pre>`` (a toggle shows one), which would read as one block with the two glued."""
+    codes = [child for child in pre if child.tag == "code"]
+    if len(codes) < 2:
+        return
+    for code in codes:
+        single = etree.Element("pre", {"class": pre.get("class", "")})
+        single.append(code)  # moves it out of the shared <pre>
+        single.tail = "\n"
+        pre.addprevious(single)
+    pre.drop_tree()
+
+
+def code_in_pre(pre: Any) -> None:
+    """A ``<pre>`` with no ``<code>`` gets its content wrapped in one: trafilatura reads a bare
+    ``<pre>`` as code or as text by its content (Expat's ``#include``/``#ifndef`` block became
+    text with ``\\#`` escapes), ``<pre><code>`` always as code."""
+    if pre.getparent() is None or next(pre.iter("code"), None) is not None:
+        return
+    if any(node.tag in ("td", "th") for node in pre.iterancestors()):
+        return  # a table cell holds no code block: trafilatura would inline its fences
+    code = lxml.html.Element("code")
+    code.text, pre.text = pre.text, None
+    code.extend(list(pre))  # moves the children, their tails with them
+    pre.append(code)
