@@ -71,7 +71,7 @@ def main() -> None:
         for name, tree in trees.items() if options.edit else ():
             cold_run(tree, sitemap, states[name])
         for round_ in range(options.rounds):
-            for path in rng.sample(sorted(site.pages), options.edit):
+            for path in rng.sample(sorted(site.pages), min(options.edit, len(site.pages))):
                 page = site.pages[path]
                 site.set_page(path, page.title, edit_paragraph(page.body, rng))
             order = list(trees.items())

@@ -177,7 +177,7 @@ GENERATORS: tuple[Generator, ...] = (
             # The ¶ beside each definition, the menus of a node's subsections, the manual's
             # table of contents, and an index's entries and letter bars.
             f"//a[{_has_class('copiable-anchor')} or {_has_class('copiable-link')}]",
-            f"//ul[{_has_class('section-toc')}]",
+            f"//ul[{_has_class('section-toc')} or {_has_class('mini-toc')}]",
             f"//table[{_has_class('menu')}]",
             f"//div[{_has_class('contents')} or {_has_class('shortcontents')}]",
             "//table[starts-with(@class, 'index-')]",

@@ -37,6 +37,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -236,6 +237,7 @@ class ExtractPool:
         self._live: set[_Worker] = set()
         self._free = self.workers  # slots without a process: started when pages wait (_take)
         self._starting = 0  # processes being started
+        self._up_since = 0.0  # when the newest process came up (time.monotonic)
         self._lock = threading.Lock()
         self._closed = False
 
@@ -307,12 +309,14 @@ class ExtractPool:
         """An idle worker, or None when the caller took a free slot and starts its process.
 
         A slot's process starts only when a page has waited :data:`GROW_AFTER` for a running
-        one and none is starting, or when none runs at all: light pages keep one process busy,
-        heavy ones soon have every slot's (README "Extraction").
+        one (counted from when the newest came up: the wait for a process to start is not a
+        wait for a busy one) and none is starting, or when none runs at all: light pages keep
+        one process busy, heavy ones soon have every slot's (README "Extraction").
 
         Raises:
             RuntimeError: the pool is closed.
         """
+        since = time.monotonic()
         while True:
             with self._lock:
                 if self._closed:
@@ -322,7 +326,8 @@ class ExtractPool:
                 return self._idle.get(timeout=GROW_AFTER) if running else self._idle.get_nowait()
             except queue.Empty:
                 with self._lock:
-                    if self._free and not self._starting:
+                    waited = time.monotonic() - max(since, self._up_since)
+                    if self._free and not self._starting and (not running or waited >= GROW_AFTER):
                         self._free -= 1
                         self._starting += 1
                         return None
@@ -338,6 +343,7 @@ class ExtractPool:
             raise
         with self._lock:
             self._starting -= 1
+            self._up_since = time.monotonic()
             if not self._closed:
                 self._live.add(worker)
                 return worker

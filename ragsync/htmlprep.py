@@ -20,6 +20,15 @@ from typing import Any
 import lxml.html
 from lxml import etree
 
+_INLINE = {"a", "span", "em", "strong", "b", "i", "u", "small", "sub", "sup", "var", "font"}
+_CONTAINERS = {"div", "section", "article", "main", "body", "figure", "blockquote"}
+_BLOCKS = {
+    *("p", "ul", "ol", "dl", "pre", "table", "div", "section", "article", "main", "blockquote"),
+    *("hr", "nav", "aside", "header", "footer", "figure", "details", "form", "fieldset"),
+    *("address", "center", "hgroup", "menu", "noscript"),
+    *(f"h{level}" for level in range(1, 7)),
+}
+
 
 def normalize(tree: Any) -> None:
     """Apply every cleanup of this module to ``tree``, in place."""
@@ -37,15 +46,17 @@ def one_line_code(code: Any) -> None:
     it as a fenced block in mid-sentence, and every fence after it then opens where one
     closes (Expat's reference lost its headings and code layout that way)."""
     text = code.text_content()
-    if "\n" in text and not any(node.tag == "pre" for node in code.iterancestors()):
-        for child in list(code):
-            code.remove(child)
-        code.text = " ".join(text.split())
-
-
-_BLOCKS = {"p", "ul", "ol", "dl", "pre", "table", "div", "section", "blockquote", "hr"} | {
-    f"h{level}" for level in range(1, 7)
-}
+    if "\n" not in text or next(code.iter("br"), None) is not None:
+        return  # one line already, or lines the page breaks on purpose
+    if code.getparent() is None or any(node.tag == "pre" for node in code.iterancestors()):
+        return
+    block = next((node for node in code.iterancestors() if node.tag not in _INLINE), None)
+    around = block.text_content() if block is not None and block.tag in _CONTAINERS else ""
+    if around.split() == text.split():
+        return  # all of a <div>: a code block written without <pre>
+    for child in list(code):
+        code.remove(child)
+    code.text = " ".join(text.split())
 
 
 def loose_text_paragraphs(box: Any) -> None:

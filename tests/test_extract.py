@@ -15,6 +15,7 @@ from ragsync.extract import (
     meta_refresh,
     normalize_markdown,
 )
+from ragsync.htmlprep import normalize
 from ragsync.testing import DevSite
 
 BODY = """<h1>Key rotation</h1>
@@ -286,3 +287,19 @@ def test_a_hand_written_reference_keeps_its_headings_code_and_descriptions():
     assert "Construct a new parser. If encoding is non-null, it specifies a" in markdown
     assert "    void *buff = XML_GetBuffer(p, BUFF_SIZE);" in markdown  # indentation kept
     assert "\\#define" not in markdown and "#define BUFF_SIZE 10240" in markdown
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<div><p><code>$ ./configure<br>\n$ make<br>\n$ make install</code></p></div>",
+        '<div class="highlight"><code>def f():\n    return 1</code></div>',
+    ],
+    ids=["lines broken with br", "a code block without pre"],
+)
+def test_code_laid_out_in_lines_keeps_them(html):
+    """Only inline code that the source wraps goes on one line (a review found both of
+    these joined into one line)."""
+    tree = lxml.html.fromstring(html)
+    normalize(tree)
+    assert "\n" in tree.xpath("//code")[0].text_content()
