@@ -34,6 +34,17 @@ HEADING_SEPARATOR = " > "
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```+|~~~+)")
 _LIST_ITEM = re.compile(r"^\s*([-*+]|\d+[.)])\s")
+_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # Markdown's backslash escapes
+
+
+def plain(heading: str) -> str:
+    r"""A heading as the page shows it, without Markdown's backslash escapes: what a chunk's
+    ``headings`` (payload, hits) carry; the embedded text keeps the Markdown.
+
+    >>> plain(r"XML\_SetUserData \*data")
+    'XML_SetUserData *data'
+    """
+    return _ESCAPE.sub(r"\1", heading)
 
 
 @cache
@@ -259,7 +270,7 @@ class Chunker:
             Chunk(
                 index=i,
                 text=text,
-                headings=headings,
+                headings=tuple(map(plain, headings)),
                 chunk_hash=hashlib.sha256(text.encode("utf-8")).hexdigest(),
                 tokens=count_tiktoken(text),
             )

@@ -158,3 +158,12 @@ def test_a_tokenizer_that_merges_across_whitespace_is_counted_whole():
     model._tokenizer = Tokenizer(models.BPE())  # e.g. SentencePiece / byte-level BPE
     model._tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
     assert not model.tokens_add_up
+
+
+def test_headings_carry_the_text_the_page_shows_and_the_text_keeps_its_markdown(chunker):
+    r"""A heading ``XML\_ParserCreate`` (Markdown escapes its underscore) was in every hit's
+    and payload's heading path with the backslash (a new-user trial on Expat's reference)."""
+    markdown = "# Expat\n\n## XML\\_ParserCreate\n\nConstruct a new parser with `XML_Char *`.\n"
+    [chunk] = chunker.chunk(markdown)
+    assert chunk.headings == ("Expat", "XML_ParserCreate")
+    assert chunk.text.startswith("Expat > XML\\_ParserCreate\n\n")  # embedded as before
