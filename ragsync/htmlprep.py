@@ -60,11 +60,13 @@ def one_line_code(code: Any) -> None:
 
 
 def loose_text_paragraphs(box: Any) -> None:
-    """Text loose beside blocks in ``box`` (``<div>Construct a parser. <ul>…</ul></div>``) as
-    paragraphs: trafilatura drops such text (31 of Expat's 32 function descriptions lost
-    their first sentences)."""
+    """Text loose in ``box`` as paragraphs: beside blocks (``<div>Construct a parser.
+    <ul>…</ul></div>``), or all of a ``<div>`` holding text and inline elements only
+    (``<div>Free memory used by the parser. See <a>user data</a>.</div>``). trafilatura
+    dropped such text: 31 of Expat's 32 function descriptions lost their first sentences, 8
+    of them all of it. A ``<div>`` of inline elements alone (links of a menu) stays as it is."""
     children = list(box)
-    if not any(child.tag in _BLOCKS for child in children):
+    if box.tag != "div" and not any(child.tag in _BLOCKS for child in children):
         return
     loose = [box.text, *(child.tail for child in children)]
     if not any(text and text.strip() for text in loose):

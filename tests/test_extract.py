@@ -285,6 +285,7 @@ def test_a_hand_written_reference_keeps_its_headings_code_and_descriptions():
     html_headings = lxml.html.fromstring(html.encode()).xpath("//h1|//h2|//h3|//h4")
     assert len(headings) == len(html_headings) == 94  # every heading, none made from code
     assert "Construct a new parser. If encoding is non-null, it specifies a" in markdown
+    assert "Free memory used by the parser. Your application is responsible" in markdown
     assert "    void *buff = XML_GetBuffer(p, BUFF_SIZE);" in markdown  # indentation kept
     assert "\\#define" not in markdown and "#define BUFF_SIZE 10240" in markdown
 
