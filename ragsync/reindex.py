@@ -111,7 +111,7 @@ def reindexed(engine: Engine, document: Document) -> Changed | None:
             extracted = None
     if extracted is None:
         extracted = stored_content(document)
-    chunks = engine.chunker.chunk(extracted.markdown)
+    chunks = engine.chunk(extracted.markdown)
     _, diff = diff_chunks(
         document["doc_key"],
         engine.state.index.get_chunks(document["doc_key"]),

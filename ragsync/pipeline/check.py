@@ -102,7 +102,7 @@ def check_record(engine: Engine, page: Page) -> Outcome:
     ):
         return Unchanged(page)
     engine.warm("embedder")
-    return Changed(page, extracted=extracted, chunks=tuple(engine.chunker.chunk(markdown)))
+    return Changed(page, extracted=extracted, chunks=tuple(engine.chunk(markdown)))
 
 
 def internal_error(page: Page, exchange: Exchange, exc: Exception) -> Failed:
@@ -327,7 +327,7 @@ class PageChecker:
             return Unchanged(page, exchange, raw_hash=digest, links=links)
         if moved_to is None:  # new text (a move's is compared by the moves stage)
             self.engine.warm("embedder")  # the model loads while the window is checked
-        chunks = tuple(self.engine.chunker.chunk(extracted.markdown))
+        chunks = tuple(self.engine.chunk(extracted.markdown))
         return Changed(
             page,
             exchange,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import cached_property
@@ -25,7 +25,7 @@ from ragsync.clock import Clock, iso, utc_now
 from ragsync.config import Config
 from ragsync.embed import Embedder, embedder_from_config
 from ragsync.events import Dispatcher
-from ragsync.models import SyncResult
+from ragsync.models import Chunk, SyncResult
 from ragsync.politeness import PoliteFetcher
 from ragsync.progress import LogProgress, Progress
 from ragsync.protocols import VectorStore
@@ -128,6 +128,26 @@ class Engine:
                 thread = threading.Thread(target=load, name=f"ragsync-warm-{part}", daemon=True)
                 self._warming[part] = thread
                 thread.start()
+
+    def chunk(self, markdown: str) -> list[Chunk]:
+        """``markdown``'s chunks, once any load of the tokenizers started ahead is done."""
+        self._loaded("chunker")
+        return self.chunker.chunk(markdown)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """The vectors of ``texts``, once any load of the model started ahead is done."""
+        self._loaded("embedder")
+        return self.embedder.embed(texts)
+
+    def _loaded(self, part: Literal["chunker", "embedder"]) -> None:
+        """Wait for a load of ``part`` that :meth:`warm` started: using it meanwhile imports the
+        same modules from two threads at once, which numpy does not survive ("cannot import
+        name '__cpu_features__' from partially initialized module"; a `run --watch` test
+        failed so once the model id stopped taking 0.1 s to compute)."""
+        with self._warming_lock:
+            loading = self._warming.get(part)
+        if loading is not None and loading is not threading.current_thread():
+            loading.join()
 
     @property
     def store(self) -> VectorStore:

@@ -102,7 +102,7 @@ def _resolve(
         moved,
         exchange,
         extracted=extracted,
-        chunks=chunks or tuple(engine.chunker.chunk(extracted.markdown)),
+        chunks=chunks or tuple(engine.chunk(extracted.markdown)),
         raw_hash=raw_hash,
         moved_from=origin,
     )

@@ -27,7 +27,7 @@ def embed_missing(engine: Engine, texts: dict[str, str], counters: Counters) -> 
     step = engine.config.embedder.batch_size * EMBED_CALL_BATCHES
     for start in range(0, len(missing), step):
         batch = missing[start : start + step]
-        vectors = engine.embedder.embed([texts[h] for h in batch])
+        vectors = engine.embed([texts[h] for h in batch])
         engine.state.embeddings.put(
             engine.model_id, dict(zip(batch, vectors, strict=True)), engine.now()
         )
@@ -46,7 +46,7 @@ def vectors_for(
         if op.text_hash and op.text_hash not in vectors
     }
     if lacking and model_id == engine.model_id:
-        fresh = engine.embedder.embed(list(lacking.values()))
+        fresh = engine.embed(list(lacking.values()))
         new = dict(zip(lacking, fresh, strict=True))
         engine.state.embeddings.put(model_id, new, engine.now())
         vectors.update(new)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+import threading
+import time
 
 from ragsync.sync import Syncer
-from tests.support import page, sentences
+from tests.support import CountingEmbedder, make_config, page, sentences, sitemap_source
 
 
 def snapshot(syncer: Syncer) -> dict[str, dict]:
@@ -214,3 +216,34 @@ def test_journal_left_by_a_crash_is_replayed_first(site, make_syncer):
     assert result.counters.journal_replayed == len(index)
     assert snapshot(syncer) == index
     assert syncer.state.journal.count() == 0
+
+
+class SlowToLoad(CountingEmbedder):
+    """An embedder whose load ahead (``warm``) takes 2 s and whose ``embed`` notes whether
+    that load had ended."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.loaded = threading.Event()
+        self.embedded_while_loading = 0
+
+    def warm(self) -> None:
+        super().warm()
+        time.sleep(2)
+        self.loaded.set()
+
+    def embed(self, texts):
+        if not self.loaded.is_set():
+            self.embedded_while_loading += 1
+        return super().embed(texts)
+
+
+def test_the_model_is_used_only_once_its_load_ahead_has_ended(site, tmp_path, real_embedder):
+    """A fetch thread starts loading the model ahead; the main thread embedded while that load
+    still ran, so both imported numpy at once, which numpy does not survive (a `run --watch`
+    test failed with "cannot import name '__cpu_features__'" about one run in two)."""
+    embedder = SlowToLoad(real_embedder)
+    with Syncer(make_config(tmp_path, [sitemap_source(site)]), embedder=embedder) as syncer:
+        assert syncer.run().ok
+    assert embedder.warmed == 1 and embedder.texts
+    assert embedder.embedded_while_loading == 0
