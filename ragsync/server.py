@@ -448,6 +448,7 @@ def create_app(
 
 def serve(config: Config, listen: str | None = None) -> None:
     """Run the daemon until SIGINT/SIGTERM (uvicorn handles both, then the lifespan ends)."""
+    import numpy  # noqa: F401  (now, in one thread: a query and a sync importing it at once break it)
     import uvicorn
 
     def exit_cleanly(signum: int, frame: Any) -> None:
