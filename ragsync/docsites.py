@@ -264,7 +264,7 @@ def read(html: str) -> DocPage | None:
     main = main_element(tree, generator)
     title = page_title(main, head_title, og_title, site_name)
     if generator and generator.heading_title:
-        first = next((heading_text(h) for h in main.iter(*HEADINGS) if heading_text(h)), "")
+        first = next(filter(None, map(heading_text, main.iter(*HEADINGS))), "")
         title = SECTION_NUMBER.sub("", first) or title
     markdown = to_markdown(main) if generator else ""
     return DocPage(title, generator.name if generator else "", markdown, tree)

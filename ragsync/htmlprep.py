@@ -74,13 +74,17 @@ def loose_text_paragraphs(box: Any) -> None:
     kept: list[Any] = []
     paragraph: Any = None
 
-    def add(text: str | None) -> None:
+    def opened() -> Any:
         nonlocal paragraph
-        if not text or (paragraph is None and not text.strip()):
-            return
         if paragraph is None:
             paragraph = lxml.html.Element("p")
             kept.append(paragraph)
+        return paragraph
+
+    def add(text: str | None) -> None:
+        if not text or (paragraph is None and not text.strip()):
+            return
+        opened()
         if len(paragraph):
             paragraph[-1].tail = (paragraph[-1].tail or "") + text
         else:
@@ -95,10 +99,7 @@ def loose_text_paragraphs(box: Any) -> None:
             paragraph = None
             kept.append(child)
         else:  # an inline element belongs to the paragraph around it, or opens one
-            if paragraph is None:
-                paragraph = lxml.html.Element("p")
-                kept.append(paragraph)
-            paragraph.append(child)
+            opened().append(child)
         add(tail)
     box.extend(kept)
 

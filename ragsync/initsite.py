@@ -174,15 +174,16 @@ class SiteProbe:
             tried = f"{self.notes[-1]}: give --url that URL"
         reason = f"no sitemap or feed found ({tried})"
         elsewhere = self.links_outside(page) if page is not None else []
+        widen = (self.root + "*",) if elsewhere else ()
         if elsewhere:
             # A crawl stays under its start page's directory (README "Discovery"): say what
             # that leaves out, and where `include` would widen it.
             reason += (
                 f"; the crawl stays under {start_directory(self.url)}: {len(elsewhere)} links "
                 f"of the start page lead elsewhere on the site, such as {elsewhere[0]} "
-                f'(include = ["{self.root}*"] follows them)'
+                f"(include = {json.dumps(list(widen))} follows them)"
             )
-        return SiteChoice("crawl", self.url, reason, widen=(self.root + "*",) if elsewhere else ())
+        return SiteChoice("crawl", self.url, reason, widen=widen)
 
     def links_outside(self, page: Response) -> list[str]:
         """The start page's links to this host outside its directory: a crawl from it does not

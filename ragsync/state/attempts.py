@@ -64,8 +64,11 @@ class Attempts(Repository):
         found by a read, so that the rest take no write lock."""
         sql = "select doc_key from fetch_attempts where doc_key in ({marks})"
         failed = [row["doc_key"] for row in self.state.query_in(sql, doc_keys)] if doc_keys else []
-        if failed:
-            self.state.execute_in("delete from fetch_attempts where doc_key in ({marks})", failed)
+        self._delete(failed)
+
+    def _delete(self, doc_keys: Sequence[str]) -> None:
+        if doc_keys:
+            self.state.execute_in("delete from fetch_attempts where doc_key in ({marks})", doc_keys)
 
     def drop_missing(self, source_id: str, listed: Collection[str]) -> int:
         """Forget the URLs of ``source_id`` that answered 404/410 before they were ever
@@ -74,7 +77,7 @@ class Attempts(Repository):
         sql = "select doc_key from fetch_attempts where source_id = ? and state = ?"
         rows = self.db.query(sql, [source_id, AttemptState.MISSING])
         gone = [row["doc_key"] for row in rows if row["doc_key"] not in listed]
-        self.clear(gone)
+        self._delete(gone)  # rows just read: no second look
         return len(gone)
 
     def list(self, source_id: str | None = None) -> builtins.list[dict[str, Any]]:
