@@ -55,9 +55,12 @@ GROW_AFTER = 0.2
 START_TIMEOUT = 120.0  # a new worker imports trafilatura (~0.5 s; much longer on a loaded host)
 
 # The worker's whole program: the parent's import path first, so it runs the parent's ragsync.
+# Once the parent closes the socket the worker holds nothing: it ends without the interpreter's
+# teardown (0.1 s of freeing trafilatura and lxml, which the parent's close waits for).
 _BOOT = (
-    "import sys; sys.path[:] = sys.argv[3:]; "
-    "from ragsync.extractpool import serve; serve(int(sys.argv[1]), float(sys.argv[2]))"
+    "import os, sys; sys.path[:] = sys.argv[3:]; "
+    "from ragsync.extractpool import serve; serve(int(sys.argv[1]), float(sys.argv[2])); "
+    "sys.stderr.flush(); os._exit(0)"
 )
 
 
