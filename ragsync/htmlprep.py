@@ -1,7 +1,8 @@
 """Cleanups every page's tree gets before it is converted to Markdown (README "Extraction").
 
 Generic, whatever made the page: inline code that breaks over lines is put on one line, text
-loose beside blocks becomes paragraphs, and each ``<pre>`` holds one ``<code>``. A
+loose beside blocks becomes paragraphs, each ``<pre>`` holds one ``<code>``, and the line
+breaks of the source's text outside code become spaces. A
 documentation generator's own rules are in :mod:`ragsync.docsites`.
 
 Example::
@@ -15,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import lxml.html
@@ -39,6 +41,30 @@ def normalize(tree: Any) -> None:
     for pre in list(tree.iter("pre")):
         split_paired_code(pre)
         code_in_pre(pre)
+    soft_breaks(tree)
+
+
+# Elements whose text keeps its line breaks: preformatted, code (a ``<div>`` of ``<code>``
+# lines is a code block written without ``<pre>``), and what is not text at all.
+_VERBATIM = {"pre", "code", "tt", "kbd", "samp", "textarea", "script", "style", "xmp", "listing"}
+_WRAPPED = re.compile(r"[ \t\r]*\n[ \t\r\n]*")
+
+
+def soft_breaks(tree: Any) -> None:
+    """Line breaks in the source's text, outside code, as single spaces: a browser shows them
+    so, but a converter keeps them, and a hard-wrapped paragraph then reached the Markdown as
+    lines. A wrapped line that began ``- ``, ``1.`` or ``#`` read as a list item or a heading,
+    and one under a list item ended the list there: the chunker could cut mid-sentence (the
+    Cargo Book's option lists, Expat's prose). ``<br>`` is an element, and stays a break."""
+    stack: list[tuple[Any, bool]] = [(tree, False)]
+    while stack:
+        node, verbatim = stack.pop()
+        inside = verbatim or (isinstance(node.tag, str) and node.tag in _VERBATIM)
+        if node.text and not inside and "\n" in node.text and isinstance(node.tag, str):
+            node.text = _WRAPPED.sub(" ", node.text)
+        if node.tail and not verbatim and "\n" in node.tail:
+            node.tail = _WRAPPED.sub(" ", node.tail)
+        stack.extend((child, inside) for child in node)
 
 
 def one_line_code(code: Any) -> None:

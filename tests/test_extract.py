@@ -266,6 +266,7 @@ def test_title_drops_the_og_site_name_wherever_it_stands():
 
 
 EXPAT = Path(__file__).parent / "fixtures" / "docsites" / "handwritten" / "expat-reference.html"
+FIXTURES = Path(__file__).parent / "fixtures" / "docsites"
 
 
 def test_a_hand_written_reference_keeps_its_headings_code_and_descriptions():
@@ -304,3 +305,43 @@ def test_code_laid_out_in_lines_keeps_them(html):
     tree = lxml.html.fromstring(html)
     normalize(tree)
     assert "\n" in tree.xpath("//code")[0].text_content()
+
+
+def test_the_source_line_breaks_of_prose_are_spaces():
+    """HTML shows a hard-wrapped paragraph as one, but the Markdown kept its lines: a wrapped
+    line that began with ``-`` or ``#`` read as a list item or a heading, and one under a list
+    item ended the list, so the chunker could cut mid-sentence (the Cargo Book's option lists:
+    one of its pages had 3 such false block ends)."""
+    html = (
+        "<html><head><title>Locking</title></head><body><main><h1>Locking</h1>"
+        "<p>Cargo exits with an error when the lock file is\n- as it says -\nmissing or\n"
+        "# stale.</p><ul><li><code>json</code>: Emit JSON messages. See\nthe reference\n"
+        "for more details.</li><li>second</li></ul>"
+        "<pre>keep\n  these lines</pre><p>one<br>two</p></main></body></html>"
+    )
+    markdown = extract(html, "http://docs.test/locking.html").markdown
+    assert "when the lock file is - as it says - missing or # stale." in markdown
+    assert "- `json`: Emit JSON messages. See the reference for more details.\n- second" in (
+        markdown
+    )
+    assert "keep\n  these lines" in markdown
+    assert "one two" not in markdown and "two" in markdown  # a <br> is the page's own break
+    assert [text for level, text in split_blocks(markdown) if level] == ["Locking"]
+
+
+@pytest.mark.parametrize(
+    "page", ["mdbook/source-replacement.html", "handwritten/expat-reference.html"]
+)
+def test_real_pages_paragraphs_are_single_lines(page):
+    """Both sources wrap their paragraphs at 70-80 columns (17 of source-replacement's 23
+    prose blocks and 110 of Expat's came out as several lines)."""
+    html = (FIXTURES / page).read_text(encoding="utf-8")
+    markdown = extract(html, f"http://docs.test/{page}").markdown
+    prose = [
+        text
+        for level, text in split_blocks(markdown)
+        if not level and not text.lstrip().startswith(("```", "-", "*", "|", ">"))
+        and not text[:1].isdigit()
+    ]
+    assert len(prose) > 10
+    assert [text for text in prose if "\n" in text] == []
