@@ -340,7 +340,8 @@ def test_real_pages_paragraphs_are_single_lines(page):
     prose = [
         text
         for level, text in split_blocks(markdown)
-        if not level and not text.lstrip().startswith(("```", "-", "*", "|", ">"))
+        if not level
+        and not text.lstrip().startswith(("```", "-", "*", "|", ">"))
         and not text[:1].isdigit()
     ]
     assert len(prose) > 10
