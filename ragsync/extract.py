@@ -24,7 +24,7 @@ from html import unescape as html_unescape
 from typing import Any
 from urllib.parse import urljoin
 
-from ragsync import docsites
+from ragsync import docsites, htmlprep
 from ragsync.errors import ExtractError
 from ragsync.models import Extracted, media_type
 from ragsync.policy import TEXT_TYPES
@@ -268,6 +268,8 @@ def extract(html: str, url: str) -> Extracted:
             # (it copies it first), and the title is the one read there; its metadata pass
             # (author, date, tags, site name: nothing ragsync uses) is never run.
             source = page.tree if page else html
+            if page:
+                htmlprep.definition_lists(page.tree)
             markdown = trafilatura.extract(source, url=url, **TRAFILATURA_OPTIONS)
             extractor = "trafilatura"
             if markdown and not _has_body(markdown):

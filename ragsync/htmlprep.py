@@ -130,6 +130,75 @@ def loose_text_paragraphs(box: Any) -> None:
     box.extend(kept)
 
 
+def definition_lists(tree: Any) -> None:
+    """Each ``<dl>`` of ``<dt>`` and ``<dd>`` as what trafilatura renders well. It writes
+    ``<dt>`` and ``<dd>`` as sibling bullets, which part a term from what defines it (Expat's
+    "- `XML_Parse`" then "- Pass a buffer full of document to the parser"), and inlines the
+    fences of code in a definition. Terms and definitions of inline content only become a
+    ``<ul>`` of "term: definition" items (several terms of one definition joined with ", ",
+    several definitions of one term one after the other); a list with blocks in it becomes a
+    paragraph per term, each followed by its definitions' blocks. markdownify writes definition
+    lists itself (``term`` then ``: definition``): only pages that go to trafilatura need this
+    (:func:`ragsync.extract.extract`)."""
+    for dl in list(tree.iter("dl")):
+        items = list(dl)
+        if not items or any(
+            not isinstance(item.tag, str)
+            or item.tag not in ("dt", "dd")
+            or (item.tail and item.tail.strip())
+            for item in items
+        ):
+            continue  # another layout (<div> groups, stray text): left as it is
+        if any(node.tag in ("td", "th") for node in dl.iterancestors()):
+            continue  # in a table cell, trafilatura flattens what is there (libxslt's indexes)
+        if any(node.tag in _BLOCKS for item in items for node in item.iterdescendants()):
+            _as_blocks(dl, items)
+        else:
+            _as_items(dl, items)
+
+
+def _as_items(dl: Any, items: list[Any]) -> None:
+    listing = lxml.html.Element("ul")
+    item: Any = None
+    defined = False
+    for entry in items:
+        if entry.tag == "dt" and (item is None or defined):
+            item, defined = etree.SubElement(listing, "li"), False
+            _append_inline(item, "", entry)
+        elif entry.tag == "dt":
+            _append_inline(item, ", ", entry)
+        else:
+            if item is None:
+                item = etree.SubElement(listing, "li")
+            _append_inline(item, " " if defined else ": ", entry)
+            defined = True
+    listing.tail = dl.tail
+    dl.getparent().replace(dl, listing)
+
+
+def _as_blocks(dl: Any, items: list[Any]) -> None:
+    box = lxml.html.Element("div")
+    for entry in items:
+        entry.tail = None
+        entry.tag = "p" if entry.tag == "dt" else "div"
+        box.append(entry)
+        if entry.tag == "div":
+            loose_text_paragraphs(entry)
+    box.tail = dl.tail
+    dl.getparent().replace(dl, box)
+
+
+def _append_inline(target: Any, separator: str, source: Any) -> None:
+    """Append ``separator`` (unless ``target`` is empty) then ``source``'s text and children."""
+    text = (separator if len(target) or target.text else "") + (source.text or "")
+    if len(target):
+        target[-1].tail = (target[-1].tail or "") + text
+    else:
+        target.text = (target.text or "") + text
+    for child in list(source):
+        target.append(child)  # moves it, with its tail
+
+
 def split_paired_code(pre: Any) -> None:
     """One ``<pre>`` per ``<code>``: Node's API docs put an ES-module and a CommonJS example
     in one ``<pre>`` (a toggle shows one), which would read as one block with the two glued."""

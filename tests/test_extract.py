@@ -346,3 +346,26 @@ def test_real_pages_paragraphs_are_single_lines(page):
     ]
     assert len(prose) > 10
     assert [text for text in prose if "\n" in text] == []
+
+
+def test_a_definition_list_keeps_each_term_with_its_definition():
+    """trafilatura wrote ``<dt>`` and ``<dd>`` as sibling bullets (Expat's "- `XML_Parse`"
+    then "- Pass a buffer full of document to the parser") and put a definition's code fence
+    in mid-line."""
+    expat = extract(EXPAT.read_text(encoding="utf-8"), "http://docs.test/expat.html").markdown
+    assert "- `XML_ParserCreate`: Create a new parser object.\n" in expat
+    assert "- `XML_Parse`: Pass a buffer full of document to the parser\n" in expat
+    html = (
+        "<html><head><title>Glossary</title></head><body><main><h1>Glossary</h1>"
+        "<p>The terms this manual uses, each with what it means here.</p>"
+        "<dl><dt>crate</dt><dt>package</dt><dd>A unit of <em>compilation</em>.</dd>"
+        "<dt>edition</dt><dd>A language era.</dd><dd>Chosen per crate.</dd></dl>"
+        "<dl><dt>block</dt><dd>Loose text. <p>A paragraph.</p><pre>code\n here</pre></dd></dl>"
+        "<table><tr><td><dl><dt>cell</dt><dd>kept as it was</dd></dl></td></tr></table>"
+        "</main></body></html>"
+    )
+    markdown = extract(html, "http://docs.test/glossary.html").markdown
+    assert "- crate, package: A unit of *compilation*.\n" in markdown
+    assert "- edition: A language era. Chosen per crate.\n" in markdown
+    assert "\nblock\n\nLoose text.\n\nA paragraph.\n\n```\ncode\n here\n```\n" in markdown
+    assert "cell: kept" not in markdown  # a table cell's list is left to trafilatura
