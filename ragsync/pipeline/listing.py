@@ -210,9 +210,14 @@ class SourceListing:
     def due(self, work: list[WorkItem]) -> tuple[list[WorkItem], int, int]:
         """The items due now: ``(due, held back, not due)``. Held back: a retry not yet due,
         the dead letter, needs attention; a page whose retry is due is due whatever its
-        revisit time says."""
+        revisit time says; a URL never indexed that answered 404/410 waits for its next check
+        like a page."""
         now = self.engine.now()
-        held, retry = self.engine.state.attempts.retry_gates(self.source.id, now)
+        held, retry, later = self.engine.state.attempts.retry_gates(self.source.id, now)
         free = [item for item in work if item[0] not in held]
-        due = [item for item in free if item[0] in retry or page_due(item, self.info, now)]
+        due = [
+            item
+            for item in free
+            if item[0] in retry or (item[0] not in later and page_due(item, self.info, now))
+        ]
         return due, len(work) - len(free), len(free) - len(due)

@@ -40,9 +40,19 @@ def with_evidence(
 def revisit(engine: Engine, source: SourceConfig, page: Page, *, changed: bool) -> dict[str, Any]:
     """When to check this page again: sooner after a change, later after none."""
     previous = page.document["check_interval"] if page.document else None
+    interval = revisit_interval(engine, source, previous, changed=changed)
+    due = engine.clock() + timedelta(seconds=interval)
+    return {"check_interval": interval, "next_check_at": iso(due)}
+
+
+def revisit_interval(
+    engine: Engine, source: SourceConfig, previous: float | None, *, changed: bool
+) -> float:
+    """Seconds until the next check of a page whose last interval was ``previous`` (None: its
+    first), within the source's ``min_interval``/``max_interval`` (README "Scheduling")."""
     longest = source.max_interval
     shortest = min(source.every if source.min_interval is None else source.min_interval, longest)
-    interval = next_interval(
+    return next_interval(
         previous,
         changed=changed,
         initial=min(max(source.every, shortest), longest),
@@ -50,8 +60,6 @@ def revisit(engine: Engine, source: SourceConfig, page: Page, *, changed: bool) 
         max_interval=longest,
         draw=engine.random.random(),
     )
-    due = engine.clock() + timedelta(seconds=interval)
-    return {"check_interval": interval, "next_check_at": iso(due)}
 
 
 def validators(outcome: Outcome) -> dict[str, str | None]:
@@ -243,6 +251,15 @@ def record_missing(
     document = page.document
     status = outcome.exchange.status
     if document is None:
+        # Never indexed (a broken link, a listed URL that is gone): asked again on the revisit
+        # schedule of a page found unchanged, not on every run (README "Scheduling").
+        before = engine.state.attempts.get(page.doc_key)
+        waited = None
+        if before and before["state"] == AttemptState.MISSING:
+            retry_at, asked_at = epoch(before["next_retry_at"]), epoch(before["last_attempt_at"])
+            if retry_at is not None and asked_at is not None:
+                waited = retry_at - asked_at
+        interval = revisit_interval(engine, source, waited, changed=False)
         engine.state.attempts.add(
             page.doc_key,
             page.url,
@@ -251,6 +268,7 @@ def record_missing(
             error=reason,
             at=now,
             state=AttemptState.MISSING,
+            next_retry_at=iso(engine.clock() + timedelta(seconds=interval)),
         )
         return
     if document["status"] == DocumentStatus.TOMBSTONED:

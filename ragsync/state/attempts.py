@@ -90,16 +90,20 @@ class Attempts(Repository):
         """Pages a normal run must not request: retry not yet due, dead letter, attention."""
         return self.retry_gates(source_id, now)[0]
 
-    def retry_gates(self, source_id: str, now: str) -> tuple[set[str], set[str]]:
-        """``(held back, retry due)`` among the pages of ``source_id`` that failed: the pages a
-        normal run must not request (retry not yet due, dead letter, attention), and those
-        whose retry time has come (due whatever their revisit time)."""
+    def retry_gates(self, source_id: str, now: str) -> tuple[set[str], set[str], set[str]]:
+        """``(held back, retry due, not due)`` among the pages of ``source_id`` that failed:
+        the pages a normal run must not request (retry not yet due, dead letter, attention),
+        those whose retry time has come (due whatever their revisit time), and the URLs never
+        indexed that answered 404/410 and are not to be asked again yet."""
         held: set[str] = set()
         due: set[str] = set()
+        later: set[str] = set()
         sql = "select doc_key, state, next_retry_at from fetch_attempts where source_id = ?"
         for row in self.db.query(sql, [source_id]):
             if row["state"] in (AttemptState.DEAD, AttemptState.ATTENTION):
                 held.add(row["doc_key"])
             elif row["state"] == AttemptState.RETRYING:
                 (due if (row["next_retry_at"] or "") <= now else held).add(row["doc_key"])
-        return held, due
+            elif row["state"] == AttemptState.MISSING and (row["next_retry_at"] or "") > now:
+                later.add(row["doc_key"])
+        return held, due, later

@@ -290,3 +290,33 @@ def test_a_page_whose_content_is_only_its_title_is_indexed_by_its_title(world, e
     assert [c.text for c in chunks] == ["Monthly newsletter archive"]
     hits = syncer.search("monthly newsletter archive", k=3)
     assert hits[0].url == url
+
+
+def test_a_url_never_indexed_that_answers_404_is_asked_on_a_revisit_schedule(world):
+    """A broken link was asked on every run of its source: a crawl of the installed Rust
+    Reference asked 168 of them on each run beside its 120 pages. It now waits like a page
+    found unchanged: ``every`` first, then half as long again each time."""
+    site, clock, build = world
+    site.set_page("/guide/broken", "Broken", "<p>Listed, but it answers 404.</p>")
+    site.fault = lambda path, headers: (404, {}, b"not found") if path == "/guide/broken" else None
+    syncer = build(sitemap_source(site, every="1h"))
+
+    def asked() -> int:
+        return len(site.requests_to("/guide/broken"))
+
+    syncer.run()
+    assert asked() == 1
+    clock.advance(minutes=70)  # past its first wait (1 h ± 10%)
+    syncer.run()
+    assert asked() == 2
+    clock.advance(minutes=70)  # the source is due again, the broken link not (1.5 h ± 10%)
+    result = syncer.run()
+    assert asked() == 2 and result.counters.not_due >= 1
+    [missing] = syncer.status()["sources"]["docs"]["missing"]
+    assert missing["attempts"] == 2 and missing["next_retry_at"] > clock.now.isoformat()
+    clock.advance(minutes=70)  # the source due again, and the broken link's wait is over
+    syncer.run()
+    assert asked() == 3
+    syncer.run(revalidate_all=True)  # --all asks at once
+    assert asked() == 4
+    assert syncer.state.documents.get(f"docs:{site.base_url}/guide/broken") is None
