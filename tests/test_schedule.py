@@ -153,3 +153,26 @@ def test_due_pages_are_checked_even_when_their_listing_is_not_due(tmp_path, site
         f"/guide/page-{i}" for i in range(4)
     ]
     assert result.counters.responses_304 == 4 and result.counters.sources_not_due == 0
+
+
+def test_a_shorter_every_takes_effect_at_once(tmp_path, site, embedder):
+    """The next listing was written under the old ``every``: with 1 h, then 5 min, the
+    source stayed not due for the rest of the hour."""
+    clock = Clock()
+    hourly = make_config(tmp_path, [sitemap_source(site, every="1h")])
+    with Syncer(hourly, embedder=embedder, clock=clock) as syncer:
+        syncer.run()
+    clock.now += timedelta(minutes=10)
+    often = make_config(tmp_path, [sitemap_source(site, every="5m")])
+    with Syncer(often, embedder=embedder, clock=clock) as syncer:
+        seen = len(site.requests_to("/sitemap.xml"))
+        result = syncer.run()
+        assert result.counters.sources_not_due == 0
+        assert len(site.requests_to("/sitemap.xml")) == seen + 1
+        clock.now += timedelta(minutes=3)
+        assert syncer.run().counters.sources_not_due == 1  # 5 min from the listing just read
+    clock.now += timedelta(minutes=3)
+    with Syncer(hourly, embedder=embedder, clock=clock) as syncer:  # longer: from the next one
+        assert syncer.run().counters.sources_not_due == 0
+        clock.now += timedelta(minutes=30)
+        assert syncer.run().counters.sources_not_due == 1

@@ -3,12 +3,13 @@ due source's listing or due pages, events, and the run recorded at the end."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import datetime, timedelta
 from typing import Literal
 
 from ragsync.chunk import budget_of, chunker_id, stored_chunker
-from ragsync.clock import iso
+from ragsync.clock import iso, parse_iso
 from ragsync.config import SourceConfig
 from ragsync.errors import StateError
 from ragsync.fetch import Fetcher
@@ -18,6 +19,8 @@ from ragsync.pipeline.journal import apply_journal
 from ragsync.pipeline.targets import drain_targets
 from ragsync.politeness import HostGate, PoliteFetcher
 from ragsync.schedule import next_source_run
+
+log = logging.getLogger("ragsync")
 
 EVENTS_DEADLINE = 15.0  # seconds a pass spends delivering due events before it ends
 
@@ -97,8 +100,19 @@ def finish_run(engine: Engine, result: SyncResult) -> None:
 
 
 def source_due(engine: Engine, source: SourceConfig, now: datetime) -> bool:
-    """Whether the source's listing is due (its ``every`` or ``cron`` came)."""
-    next_run = engine.state.runs.next_run_at(source.id)
+    """Whether the source's listing is due (its ``every`` or ``cron`` came).
+
+    A schedule written under an earlier configuration is brought forward first when the
+    configured ``every`` or ``cron``, counted from the last listing, gives a sooner time: a
+    shorter ``every`` takes effect now, not after the old interval (README "Scheduling")."""
+    runs = engine.state.runs
+    last = runs.last_run_at(source.id)
+    if last is None:
+        return True
+    wanted = iso(next_source_run(parse_iso(last), every=source.every, cron=source.cron))
+    if runs.bring_forward(source.id, last, wanted):
+        log.info("%s: next listing brought forward to %s (its schedule changed)", source.id, wanted)
+    next_run = runs.next_run_at(source.id)
     return next_run is None or next_run <= iso(now)
 
 
