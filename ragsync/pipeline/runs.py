@@ -105,15 +105,15 @@ def source_due(engine: Engine, source: SourceConfig, now: datetime) -> bool:
     A schedule written under an earlier configuration is brought forward first when the
     configured ``every`` or ``cron``, counted from the last listing, gives a sooner time: a
     shorter ``every`` takes effect now, not after the old interval (README "Scheduling")."""
-    runs = engine.state.runs
-    last = runs.last_run_at(source.id)
-    if last is None:
+    schedule = engine.state.runs.schedule_of(source.id)
+    if schedule is None:
         return True
+    last, next_run = schedule
     wanted = iso(next_source_run(parse_iso(last), every=source.every, cron=source.cron))
-    if runs.bring_forward(source.id, last, wanted):
+    if wanted < next_run and engine.state.runs.bring_forward(source.id, last, wanted):
         log.info("%s: next listing brought forward to %s (its schedule changed)", source.id, wanted)
-    next_run = runs.next_run_at(source.id)
-    return next_run is None or next_run <= iso(now)
+        next_run = wanted
+    return next_run <= iso(now)
 
 
 def list_source(

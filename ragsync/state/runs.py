@@ -99,6 +99,12 @@ class Runs(Repository):
         row = self.db.execute(sql, [source_id]).fetchone()
         return row[0] if row else None
 
+    def schedule_of(self, source_id: str) -> tuple[str, str] | None:
+        """``(last listing, next listing)`` of ``source_id``, if it was ever listed."""
+        sql = "select last_run_at, next_run_at from schedule where source_id = ?"
+        row = self.db.execute(sql, [source_id]).fetchone()
+        return (row[0], row[1]) if row else None
+
     def bring_forward(self, source_id: str, last_run_at: str, next_run_at: str) -> bool:
         """Make ``source_id``'s next listing ``next_run_at`` if it is scheduled later, and its
         last listing was at ``last_run_at`` (not one another process just read); True if so."""
@@ -109,12 +115,6 @@ class Runs(Repository):
         with self.state.write():
             cursor = self.db.execute(sql, [next_run_at, source_id, last_run_at, next_run_at])
         return bool(cursor.rowcount)
-
-    def last_run_at(self, source_id: str) -> str | None:
-        """When ``source_id``'s listing was last read, if ever."""
-        sql = "select last_run_at from schedule where source_id = ?"
-        row = self.db.execute(sql, [source_id]).fetchone()
-        return row[0] if row else None
 
     def put_source_run(
         self,
