@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from importlib.resources import files
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
 
@@ -163,6 +163,12 @@ class SiteProbe:
             reason = "no sitemap, and robots.txt disallows the start page (not requested)"
             return SiteChoice("crawl", self.url, reason)
         page = self.get(self.url)
+        moved = ""
+        if page is not None and self.is_directory(page):
+            # "/book" answered by "/book/": a directory asked without its slash. A crawl stays
+            # under its start page's directory, and "/book"'s is "/", the whole site.
+            moved = f"{self.url} redirects permanently to {page.url}; "
+            self.url = page.url
         if page is not None:
             links = feed_links(page.body.decode("utf-8", "replace"), page.url)
             for feed in [link for link in links if self.scope.refuse(link) is None]:
@@ -172,7 +178,7 @@ class SiteProbe:
         tried = "; ".join(self.notes[-3:])
         if page is None and self.notes[-1].startswith(f"{self.url} redirects to another host"):
             tried = f"{self.notes[-1]}: give --url that URL"
-        reason = f"no sitemap or feed found ({tried})"
+        reason = f"{moved}no sitemap or feed found ({tried})"
         elsewhere = self.links_outside(page) if page is not None else []
         widen = (self.root + "*",) if elsewhere else ()
         if elsewhere:
@@ -184,6 +190,14 @@ class SiteProbe:
                 f"(include = {json.dumps(list(widen))} follows them)"
             )
         return SiteChoice("crawl", self.url, reason, widen=widen)
+
+    def is_directory(self, page: Response) -> bool:
+        """Whether the start URL answered only permanent redirects to itself with a slash
+        after its path."""
+        parts = urlsplit(self.url)
+        slashed = urlunsplit(parts._replace(path=parts.path + "/", fragment=""))
+        permanent = all(status in (301, 308) for status, _ in page.redirects)
+        return bool(page.redirects) and permanent and page.url == slashed
 
     def links_outside(self, page: Response) -> list[str]:
         """The start page's links to this host outside its directory: a crawl from it does not

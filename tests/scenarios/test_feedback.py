@@ -351,3 +351,24 @@ def test_a_host_that_is_down_is_said_in_a_few_warnings_and_every_page_at_v(
     warned = [r for r in failures if r.levelno == logging.WARNING]
     assert len(warned) == 5  # … the first five as warnings, the rest at -v
     assert any("more pages failed" in r.getMessage() for r in caplog.records)
+
+
+def test_init_probe_crawls_a_directory_asked_without_its_slash_under_it(plain_site):
+    """``init http://host/nomicon`` (the server answering 301 to ``/nomicon/``) wrote a crawl
+    of ``/nomicon``, whose directory is ``/``: on the installed Rust docs it crawled every
+    book and the standard library, 1,488 pages and counting, instead of the one book."""
+    site, base = plain_site, plain_site.base_url
+    site.set_page("/guide/", "Guide", '<p><a href="page-0">a</a> <a href="/other">b</a></p>')
+
+    def fault(path, headers):
+        if path == "/guide":
+            return 301, {"Location": "/guide/", "Content-Type": "text/html"}, b""
+        if "sitemap" in path:
+            return 404, {"Content-Type": "text/html"}, b"<h1>Not found</h1>"
+        return None
+
+    site.fault = fault
+    choice = probe_site(base + "/guide")
+    assert (choice.kind, choice.url) == ("crawl", base + "/guide/")
+    assert choice.reason.startswith(f"{base}/guide redirects permanently to {base}/guide/; ")
+    assert f"the crawl stays under {base}/guide/: " in choice.reason
