@@ -59,8 +59,9 @@ def soft_breaks(tree: Any) -> None:
     stack: list[tuple[Any, bool]] = [(tree, False)]
     while stack:
         node, verbatim = stack.pop()
-        inside = verbatim or (isinstance(node.tag, str) and node.tag in _VERBATIM)
-        if node.text and not inside and "\n" in node.text and isinstance(node.tag, str):
+        element = isinstance(node.tag, str)  # not a comment or processing instruction
+        inside = verbatim or (element and node.tag in _VERBATIM)
+        if element and not inside and node.text and "\n" in node.text:
             node.text = _WRAPPED.sub(" ", node.text)
         if node.tail and not verbatim and "\n" in node.tail:
             node.tail = _WRAPPED.sub(" ", node.tail)
@@ -110,11 +111,7 @@ def loose_text_paragraphs(box: Any) -> None:
     def add(text: str | None) -> None:
         if not text or (paragraph is None and not text.strip()):
             return
-        opened()
-        if len(paragraph):
-            paragraph[-1].tail = (paragraph[-1].tail or "") + text
-        else:
-            paragraph.text = (paragraph.text or "") + text
+        append_text(opened(), text)
 
     text, box.text = box.text, None
     add(text)
@@ -190,13 +187,17 @@ def _as_blocks(dl: Any, items: list[Any]) -> None:
 
 def _append_inline(target: Any, separator: str, source: Any) -> None:
     """Append ``separator`` (unless ``target`` is empty) then ``source``'s text and children."""
-    text = (separator if len(target) or target.text else "") + (source.text or "")
-    if len(target):
-        target[-1].tail = (target[-1].tail or "") + text
-    else:
-        target.text = (target.text or "") + text
+    append_text(target, (separator if len(target) or target.text else "") + (source.text or ""))
     for child in list(source):
         target.append(child)  # moves it, with its tail
+
+
+def append_text(element: Any, text: str) -> None:
+    """Add ``text`` at the end of ``element``'s content: after its last child, else its text."""
+    if len(element):
+        element[-1].tail = (element[-1].tail or "") + text
+    else:
+        element.text = (element.text or "") + text
 
 
 def split_paired_code(pre: Any) -> None:

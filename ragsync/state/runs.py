@@ -95,9 +95,8 @@ class Runs(Repository):
 
     def next_run_at(self, source_id: str) -> str | None:
         """When ``source_id`` is due to be listed again, if it ever was listed."""
-        sql = "select next_run_at from schedule where source_id = ?"
-        row = self.db.execute(sql, [source_id]).fetchone()
-        return row[0] if row else None
+        schedule = self.schedule_of(source_id)
+        return schedule[1] if schedule else None
 
     def schedule_of(self, source_id: str) -> tuple[str, str] | None:
         """``(last listing, next listing)`` of ``source_id``, if it was ever listed."""
