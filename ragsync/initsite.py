@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from importlib.resources import files
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin
 
 import httpx
 
@@ -30,7 +30,7 @@ from ragsync.fetch import Fetcher, OutOfScope
 from ragsync.models import Response
 from ragsync.robots import decode_robots, parse_robots, product_token, robots_target
 from ragsync.scope import Scope, origin
-from ragsync.urls import split_url, start_directory
+from ragsync.urls import split_url, start_directory, with_slash
 
 FEED_TYPES = frozenset({"application/rss+xml", "application/atom+xml"})
 SITEMAP_MARKS = (b"<urlset", b"<sitemapindex")
@@ -194,10 +194,8 @@ class SiteProbe:
     def is_directory(self, page: Response) -> bool:
         """Whether the start URL answered only permanent redirects to itself with a slash
         after its path."""
-        parts = urlsplit(self.url)
-        slashed = urlunsplit(parts._replace(path=parts.path + "/", fragment=""))
         permanent = all(status in (301, 308) for status, _ in page.redirects)
-        return bool(page.redirects) and permanent and page.url == slashed
+        return bool(page.redirects) and permanent and page.url == with_slash(self.url)
 
     def links_outside(self, page: Response) -> list[str]:
         """The start page's links to this host outside its directory: a crawl from it does not

@@ -287,6 +287,17 @@ def start_directory(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{directory}"
 
 
+def with_slash(url: str) -> str:
+    """``url`` with a slash after its path: where a server sends a directory asked without
+    its slash ("/book" → "/book/"), so a crawl from ``url`` that lands there stays under it.
+
+    >>> with_slash("https://docs.example.org/book?x=1#top")
+    'https://docs.example.org/book/?x=1'
+    """
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=parts.path + "/", fragment=""))
+
+
 def require_http_url(value: str, key: str) -> None:
     """Raise ``ConfigError`` naming ``key`` when ``value`` is not an http(s) URL that
     :func:`split_url` accepts (no credentials, a valid host and port)."""

@@ -33,7 +33,7 @@ from ragsync.pipeline.outcomes import Document, Failed, Missing, NotModified, Ou
 from ragsync.protocols import Crawler
 from ragsync.scope import Scope, hostname
 from ragsync.state.crawl import LinksRow
-from ragsync.urls import canonical_url, start_directory
+from ragsync.urls import canonical_url, start_directory, with_slash
 
 log = logging.getLogger("ragsync")
 
@@ -75,13 +75,15 @@ class Checked:
         return cls(reader, "read")
 
 
-def start_keys(source: SourceConfig, urls: Sequence[str]) -> Iterator[str]:
-    """The record keys of a crawl's start pages (a URL that is not one has none)."""
+def start_pages(source: SourceConfig, urls: Sequence[str]) -> Iterator[tuple[str, str]]:
+    """The record keys and canonical URLs of a crawl's start pages (a URL that is not one has
+    none)."""
     for url in urls:
         try:
-            yield canonical_record_key(source.id, canonical_url(url, source.strip_params))
+            canonical = canonical_url(url, source.strip_params)
         except ValueError:
             continue
+        yield canonical_record_key(source.id, canonical), canonical
 
 
 def gone(documents: dict[str, Document], key: str) -> bool:
@@ -115,9 +117,20 @@ class Crawl:
     ):
         self.engine, self.source, self.crawler = engine, source, crawler
         self.scope, self.discovery, self.queue = scope, discovery, queue
-        self.directories = tuple(start_directory(url) for url in crawler.start_urls)
         self.start_hosts = frozenset(hostname(url) for url in crawler.start_urls)
-        self.start_keys = frozenset(start_keys(source, crawler.start_urls))
+        # Each start page's directory, by its record key; and the key and URL of the start
+        # page with a slash after its path, the directory it may turn out to be (narrow).
+        starts = dict(start_pages(source, crawler.start_urls))
+        self.start_keys = frozenset(starts)
+        self.directories = {key: start_directory(url) for key, url in starts.items()}
+        self.slashed = {
+            key: (canonical_record_key(source.id, with_slash(url)), with_slash(url))
+            for key, url in starts.items()
+        }
+        moved = engine.state.aliases.targets(source.id)  # where a start page moved in a past pass
+        for key in self.start_keys:
+            if key in moved:
+                self.narrow(key, moved[key])
         self.depth = -1  # of the level being checked; the start pages are depth 0
         self.pages = 0  # pages admitted so far
         self.checked: dict[str, Checked] = {}  # the level's pages checked so far, by key
@@ -125,6 +138,22 @@ class Crawl:
         # only ("noindex", "not_text"), and the pages whose stored links are not empty.
         self.links_only: dict[str, str] = {}
         self.linking: set[str] = set()
+
+    def narrow(self, key: str, target: str) -> None:
+        """The start page ``key`` moved permanently to the record ``target``: when that is
+        itself plus a slash (a directory asked without it, "/book" → "/book/"), the crawl stays
+        under that directory, not under its parent ("/", the whole site)."""
+        slashed = self.slashed.get(key)
+        if slashed is None or slashed[0] != target:
+            return
+        directory = start_directory(slashed[1])
+        if self.directories[key] != directory:
+            self.directories[key] = directory
+            log.info(
+                "%s: the start page redirects to %s: the crawl stays under that directory",
+                self.source.id,
+                slashed[1],
+            )
 
     def follows(self, url: str) -> bool:
         """Whether a link to ``url`` is part of the crawl: in the source's scope (hosts and
@@ -141,7 +170,7 @@ class Crawl:
             return False
         if hostname(canonical) not in self.start_hosts:
             return True
-        return canonical.startswith(self.directories)
+        return canonical.startswith(tuple(self.directories.values()))
 
     def admit(self, level: list[Listed], seen: set[str]) -> list[Listed]:
         """The pages of the next level that fit the caps; the rest leave the crawl incomplete
@@ -222,6 +251,8 @@ class Crawl:
                 answered.append(key)  # read for its links only: it answered
             checked = Checked.of(self.source.id, outcome)
             self.checked[key] = checked
+            if key in self.start_keys and outcome.moved_to:
+                self.narrow(key, checked.reader)
             if outcome.links is None:
                 continue
             response = outcome.exchange.response

@@ -147,6 +147,21 @@ def test_a_second_crawl_sends_only_conditional_requests_and_embeds_nothing(book,
     assert urls(syncer, book) == set(INDEXED)
 
 
+def test_a_start_url_without_its_directorys_slash_crawls_that_directory_on_every_run(book, crawler):
+    # "/book" answered by "/book/": its directory is "/book/", not "/" (the whole site). The
+    # installed Rustonomicon crawled from ".../nomicon" took in every book and the standard
+    # library (150 pages at max_pages = 150) instead of its 63.
+    book.redirect("/book", "/book/")
+    syncer = crawler(url=book.base_url + "/book")
+
+    for _ in range(2):  # the second pass knows the move from its alias
+        result = syncer.run()
+
+        assert result.ok and result.sources["book"].incomplete == []
+        assert urls(syncer, book) == set(INDEXED)
+        assert book.requests_to("/outside.html") == []
+
+
 def test_a_page_newly_linked_from_a_changed_page_is_indexed_in_the_same_run(book, crawler):
     syncer = crawler()
     syncer.run()
