@@ -16,6 +16,7 @@ one process at once. The engine calls them through ``ragsync.extractpool``.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 import unicodedata
@@ -271,6 +272,11 @@ def extract(html: str, url: str) -> Extracted:
             if page:
                 htmlprep.definition_lists(page.tree)
             markdown = trafilatura.extract(source, url=url, **TRAFILATURA_OPTIONS)
+            framed = _framed(page.tree) if page else None
+            if framed is not None:
+                whole = trafilatura.extract(framed, url=url, **TRAFILATURA_OPTIONS)
+                if _fuller(whole or "", markdown or ""):
+                    markdown = whole
             extractor = "trafilatura"
             if markdown and not _has_body(markdown):
                 # Headings alone (a page of links under a heading): markdownify keeps the rest.
@@ -311,6 +317,8 @@ def with_title_heading(markdown: str, title: str) -> str:
         '# FAQ\n\nText\n\n## Install\n\nMore'
         >>> with_title_heading("### 2.7 Thread Safety\n\n#### Locks\n\nText", "Thread Safety")
         '### 2.7 Thread Safety\n\n#### Locks\n\nText'
+        >>> with_title_heading("## 1.1 Http Objects\n\nText", "1.1 Http Objects")
+        '## 1.1 Http Objects\n\nText'
         >>> with_title_heading("# Install\n\nText", "Setup")
         '# Install\n\nText'
         >>> with_title_heading("```sh\n# build it\nmake\n```", "Build")
@@ -320,7 +328,8 @@ def with_title_heading(markdown: str, title: str) -> str:
     headings = list(_headings(lines))
     if any(level == 1 for _, level, _ in headings):
         return markdown
-    if not headings or docsites.SECTION_NUMBER.sub("", headings[0][2]) != title:
+    unnumbered = docsites.SECTION_NUMBER.sub
+    if not headings or unnumbered("", headings[0][2]) != unnumbered("", title):
         return f"# {title}\n\n{markdown}"
     at, level, text = headings[0]
     if all(later > level for _, later, _ in headings[1:]):
@@ -341,6 +350,42 @@ def _headings(lines: list[str]) -> Iterator[tuple[int, int, str]]:
         heading = None if fence else re.match(r"(#{1,6})\s+(.+?)\s*$", line)
         if heading:
             yield at, len(heading.group(1)), heading.group(2)
+
+
+def _framed(tree: Any) -> Any:
+    """A copy of ``tree`` with its body's content in one ``<main>``, or None when trafilatura
+    finds a content frame of its own in ``tree`` (an ``<article>``, a ``<main>``, a ``div``
+    whose class or id says content).
+
+    A page without one (LaTeX2HTML, hand-written pages, old sites) is read by trafilatura's
+    recovery of loose paragraphs, code and tables alone: its headings and lists were lost, and
+    of an item that begins ``<b>term</b>: If <code>True</code>…`` only the code and the text
+    after it were kept. Framed, the page gets trafilatura's main pass, which keeps them and
+    still prunes what looks like boilerplate; the fuller extraction wins (:func:`_fuller`).
+    README "Extraction"."""
+    from trafilatura.xpaths import BODY_XPATH
+
+    if tree.find(".//body") is None or tree.find(".//article") is not None:
+        return None
+    if tree.find(".//main") is not None:  # BODY_XPATH takes both; these two cost nothing
+        return None
+    if any(found is not None for expr in BODY_XPATH for found in expr(tree)):
+        return None
+    framed = copy.deepcopy(tree)
+    body = framed.find(".//body")
+    main = body.makeelement("main", {})
+    main.text, body.text = body.text, None
+    main.extend(list(body))
+    body.append(main)
+    return framed
+
+
+def _fuller(candidate: str, current: str) -> bool:
+    """Whether the Markdown ``candidate`` keeps more of a page than ``current``: more words,
+    in no fewer lines. (libxslt's pages of nested layout tables, framed, came out as one table
+    cell holding every function, in more words but one line.)"""
+    lines = lambda markdown: sum(1 for line in markdown.split("\n") if line.strip())  # noqa: E731
+    return len(candidate.split()) > len(current.split()) and lines(candidate) >= lines(current)
 
 
 def _markdownify_main(html: str) -> str:

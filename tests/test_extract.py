@@ -291,6 +291,34 @@ def test_a_hand_written_reference_keeps_its_headings_code_and_descriptions():
     assert "\\#define" not in markdown and "#define BUFF_SIZE 10240" in markdown
 
 
+def test_a_page_without_a_content_frame_keeps_its_lists_and_headings():
+    """A page without ``<article>``, ``<main>`` or a content ``div`` (LaTeX2HTML, hand-written
+    pages) went to trafilatura's recovery of loose paragraphs, code and tables: httplib2's
+    reference lost its heading and three of its eight members (``follow_redirects``,
+    ``follow_all_redirects``, ``ignore_etag``: of an entry only the text from its first
+    ``<code>`` on was kept, or nothing)."""
+    html = (FIXTURES / "latex2html" / "httplib2-http-objects.html").read_text(encoding="utf-8")
+    markdown = extract(html, "http://docs.test/ref/http-objects.html").markdown
+    plain = markdown.replace("\\", "").replace("`", "").replace("*", "")
+    members = lxml.html.fromstring(html.encode()).xpath("//dt//tt[@class]")
+    assert len(members) == 8
+    for member in members:
+        definition = next(member.iterancestors("dt")).getnext()  # its <dd>
+        opening = " ".join(definition.text_content().split()[:6])
+        assert member.text in plain and opening in plain, (member.text, opening)
+    assert [text for level, text in split_blocks(markdown) if level] == ["1.1.1 Http Objects"]
+
+
+def test_a_page_of_layout_tables_is_not_flattened_into_one_cell():
+    """Framed in one ``<main>``, libxslt's API pages of nested layout tables came out as one
+    table cell holding every function: more words than the unframed reading, in one line.
+    The framed reading must also keep as many lines (each parameter a table row)."""
+    html = (FIXTURES / "libxslt" / "libxslt-extensions.html").read_text(encoding="utf-8")
+    markdown = extract(html, "http://docs.test/html/libxslt-extensions.html").markdown
+    assert "| *`URI`*: | the namespace prefix (possibly NULL) |" in markdown
+    assert sum(1 for line in markdown.split("\n") if line.startswith("| *`")) > 80
+
+
 @pytest.mark.parametrize(
     "html",
     [
