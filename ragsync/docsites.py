@@ -293,7 +293,8 @@ def page_title(main: Any, head_title: str, og_title: str, site_name: str = "") -
     """The title the page shows: the main content's first visible ``<h1>`` outside
     navigation — unless it is a site banner (it is the site's name, or it sits in a layout
     table as the libxslt docs' does) while ``<title>`` does not hold it but names another of
-    the page's headings, which is then the title; else ``<title>`` cut after the main
+    the page's headings, which is then the title; else the first heading when ``<title>`` is a
+    label naming nothing (``libxslt: ``); else ``<title>`` cut after the main
     content's first heading when it starts with it (section numbers ignored), or without the
     part equal to ``og:site_name`` (``site_name``), or without its last `` | ``/`` - ``/`` — ``/``
     `` · `` part; else ``og:title``.
@@ -309,6 +310,8 @@ def page_title(main: Any, head_title: str, og_title: str, site_name: str = "") -
         'FAQ'
         >>> page_title(lxml.html.fromstring("<div><h1>Widgets</h1><h2>FAQ</h2></div>"), "FAQ", "")
         'Widgets'
+        >>> page_title(lxml.html.fromstring("<div><h2>API Modules</h2></div>"), "libxslt: ", "")
+        'API Modules'
     """
     headings = [h for h in main.iter(*HEADINGS) if not _in_chrome(h, main)]
     texts = [heading_text(h) for h in headings]
@@ -318,6 +321,8 @@ def page_title(main: Any, head_title: str, og_title: str, site_name: str = "") -
             if banner and head_title and text not in head_title and head_title in texts:
                 return head_title  # the h1 is the site's name, the <title> the page's heading
             return text
+    if head_title.strip().endswith(":") and texts and texts[0]:
+        return texts[0]  # "libxslt: ", a label naming nothing (the devhelp modules page)
     if head_title:
         if headings:
             first = SECTION_NUMBER.sub("", heading_text(headings[0]))
