@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	@# torch first and pinned: 2.13.0 is the CPU wheel; unpinned, pip pulls a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[dev]'
+	@# Byte-compiled as a wheel install would be: with PYTHONDONTWRITEBYTECODE set, an editable
+	@# install otherwise compiles every module in every process (each test's ragsync run too).
+	$(BIN)/python -m compileall -q ragsync connectors
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -28,6 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from eval import as_installed  # noqa: E402
 from eval.bench_core import run_json  # noqa: E402
 from eval.corpus import edit_paragraph, make_site_pages  # noqa: E402
 from ragsync.testing import DevSite  # noqa: E402
@@ -62,6 +63,8 @@ def main() -> None:
     parser.add_argument("--edit", type=int, default=0, help="pages edited per round")
     options = parser.parse_args()
     trees = dict(tree.split("=", 1) for tree in options.trees)
+    for tree in trees.values():
+        as_installed(Path(tree).resolve())
     site = DevSite(make_site_pages(options.pages))
     sitemap = f"{site.start()}/sitemap.xml"
     measured: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
