@@ -384,8 +384,12 @@ def _fuller(candidate: str, current: str) -> bool:
     """Whether the Markdown ``candidate`` keeps more of a page than ``current``: more words,
     in no fewer lines. (libxslt's pages of nested layout tables, framed, came out as one table
     cell holding every function, in more words but one line.)"""
-    lines = lambda markdown: sum(1 for line in markdown.split("\n") if line.strip())  # noqa: E731
-    return len(candidate.split()) > len(current.split()) and lines(candidate) >= lines(current)
+    words, lines = len(candidate.split()), _line_count(candidate)
+    return words > len(current.split()) and lines >= _line_count(current)
+
+
+def _line_count(markdown: str) -> int:
+    return sum(1 for line in markdown.split("\n") if line.strip())
 
 
 def _markdownify_main(html: str) -> str:

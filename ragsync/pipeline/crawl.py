@@ -123,10 +123,10 @@ class Crawl:
         starts = dict(start_pages(source, crawler.start_urls))
         self.start_keys = frozenset(starts)
         self.directories = {key: start_directory(url) for key, url in starts.items()}
-        self.slashed = {
-            key: (canonical_record_key(source.id, with_slash(url)), with_slash(url))
-            for key, url in starts.items()
-        }
+        self.slashed: dict[str, tuple[str, str]] = {}
+        for key, url in starts.items():
+            slashed = with_slash(url)
+            self.slashed[key] = (canonical_record_key(source.id, slashed), slashed)
         moved = engine.state.aliases.targets(source.id)  # where a start page moved in a past pass
         for key in self.start_keys:
             if key in moved:
