@@ -20,9 +20,10 @@ import json
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from importlib.resources import files
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import httpx
+from protego import Protego
 
 from ragsync.config import FetchConfig
 from ragsync.errors import FetchError
@@ -118,6 +119,8 @@ class SiteProbe:
         self.scope = Scope(SOURCE_ID, frozenset({own}))
         self.fetcher = Fetcher(self.config, transport=transport)
         self.notes: list[str] = []  # probes that failed, for the reason line
+        self.rules: Protego | None = None  # the site's robots.txt, once read
+        self.start: tuple[Response | None, str] | None = None  # start_page's answer
 
     def close(self) -> None:
         self.fetcher.close()
@@ -141,11 +144,10 @@ class SiteProbe:
         """The source to write (never raises for a site that answers badly: the fallback is a
         crawl from the start URL)."""
         robots = self.get(self.root + "robots.txt")
-        rules = None
         if robots is not None:
             text = decode_robots(robots.body)
-            rules = parse_robots(text, product_token(self.config.user_agent))
-            choice = self.from_robots(robots.url, list(rules.sitemaps))
+            self.rules = parse_robots(text, product_token(self.config.user_agent))
+            choice = self.from_robots(robots.url, list(self.rules.sitemaps))
             if choice is not None:
                 return choice
         directory = start_directory(self.url)
@@ -158,17 +160,10 @@ class SiteProbe:
                 )
             if sitemap is not None:
                 self.notes.append(f"{candidate}: not a sitemap")
-        agent = product_token(self.config.user_agent)
-        if rules is not None and not rules.can_fetch(robots_target(self.url), agent):
+        if not self.allowed():
             reason = "no sitemap, and robots.txt disallows the start page (not requested)"
             return SiteChoice("crawl", self.url, reason)
-        page = self.get(self.url)
-        moved = ""
-        if page is not None and self.is_directory(page):
-            # "/book" answered by "/book/": a directory asked without its slash. A crawl stays
-            # under its start page's directory, and "/book"'s is "/", the whole site.
-            moved = f"{self.url} redirects permanently to {page.url}; "
-            self.url = page.url
+        page, moved = self.start_page()
         if page is not None:
             links = feed_links(page.body.decode("utf-8", "replace"), page.url)
             for feed in [link for link in links if self.scope.refuse(link) is None]:
@@ -190,6 +185,24 @@ class SiteProbe:
                 f"(include = {json.dumps(list(widen))} follows them)"
             )
         return SiteChoice("crawl", self.url, reason, widen=widen)
+
+    def allowed(self) -> bool:
+        """Whether robots.txt (when the site has one) lets ragsync ask the start URL."""
+        agent = product_token(self.config.user_agent)
+        return self.rules is None or self.rules.can_fetch(robots_target(self.url), agent)
+
+    def start_page(self) -> tuple[Response | None, str]:
+        """The start page (asked once), and a note for the reason line when the start URL is a
+        directory asked without its slash: the server's permanent redirect to itself plus "/"
+        then makes the target the start URL. A crawl stays under its start page's directory,
+        and a sitemap is kept to it, and "/book"'s is "/", the whole site."""
+        if self.start is None:
+            page, moved = self.get(self.url), ""
+            if page is not None and self.is_directory(page):
+                moved = f"{self.url} redirects permanently to {page.url}; "
+                self.url = page.url
+            self.start = page, moved
+        return self.start
 
     def is_directory(self, page: Response) -> bool:
         """Whether the start URL answered only permanent redirects to itself with a slash
@@ -227,11 +240,18 @@ class SiteProbe:
         return self.limited(SiteChoice("sitemap", robots_url, reason), covers=self.root)
 
     def limited(self, choice: SiteChoice, *, covers: str) -> SiteChoice:
-        """``choice`` kept to the start URL's directory when its listing covers more."""
+        """``choice`` kept to the start URL's directory when its listing covers more. A start
+        URL whose directory the listing covers exactly but that is not the directory itself
+        ("/book" beside a sitemap of the whole host) is asked: it may be a directory asked
+        without its slash (:meth:`start_page`)."""
+        moved, path = "", urlsplit(self.url).path
+        maybe_directory = path and not path.endswith("/")
+        if start_directory(self.url) == covers and maybe_directory and self.allowed():
+            moved = self.start_page()[1]
         directory = start_directory(self.url)
         if directory == covers or not directory.startswith(covers):
             return choice
-        reason = f"{choice.reason}, kept to {directory}*"
+        reason = f"{moved}{choice.reason}, kept to {directory}*"
         return SiteChoice(choice.kind, choice.url, reason, (directory + "*",))
 
 

@@ -372,3 +372,28 @@ def test_init_probe_crawls_a_directory_asked_without_its_slash_under_it(plain_si
     assert (choice.kind, choice.url) == ("crawl", base + "/guide/")
     assert choice.reason.startswith(f"{base}/guide redirects permanently to {base}/guide/; ")
     assert f"the crawl stays under {base}/guide/: " in choice.reason
+
+
+def test_init_probe_keeps_a_sitemap_to_a_directory_asked_without_its_slash(plain_site):
+    """``init http://host/book`` beside a sitemap of the whole host wrote that sitemap with no
+    ``include``: "/book"'s directory is "/", which the sitemap covers. The start URL is asked
+    when it may be a directory; one that is not (a page, the root) costs no request more."""
+    site, base = plain_site, plain_site.base_url
+    site.set_page("/guide/", "Guide", "<p>The guide.</p>")
+
+    def fault(path, headers):
+        if path == "/guide":
+            return 301, {"Location": "/guide/", "Content-Type": "text/html"}, b""
+        return None
+
+    site.fault = fault
+    choice = probe_site(base + "/guide")
+    assert (choice.kind, choice.url) == ("sitemap", base + "/sitemap.xml")
+    assert choice.include == (base + "/guide/*",)
+    assert choice.reason == (
+        f"{base}/guide redirects permanently to {base}/guide/; "
+        f"found a sitemap at {base}/sitemap.xml, kept to {base}/guide/*"
+    )
+    seen = len(site.hits)
+    assert probe_site(base + "/").include == ()
+    assert "/" not in [hit.path for hit in site.hits[seen:]]  # the root: not asked
