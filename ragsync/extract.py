@@ -34,6 +34,11 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 # CommonMark: an ATX heading is indented by 3 spaces at most, its #s followed by a space or tab.
 _ATX = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
 _SPACES = re.compile(r"[ \t\u00a0]+")
+# A fence opened at the end of a line of text, with no other backticks on it: trafilatura writes
+# a <pre> inside a list item so ("- An example would be ```"). The fence's closing line then
+# read as an opener, and the rest of the page as code (GCC 12's NEWS: 23 headings lost).
+_FENCE_AFTER_TEXT = re.compile(r"^(.*\S)[ \t]*(```|~~~)[ \t]*$")
+_CONTAINER_MARKS = re.compile(r"^(?:[ \t]*(?:>|[-*+]|\d+[.)])(?=[ \t]|$))+")
 _BLANKS = re.compile(r"\n{3,}")
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.I)
 _NOISE_TAGS = ("script", "style", "noscript", "nav", "header", "footer", "aside", "form", "iframe")
@@ -53,6 +58,13 @@ def normalize_markdown(markdown: str) -> str:
     lines: list[str] = []
     in_code = False
     for line in text.split("\n"):
+        opener = None if in_code else _fence_after_text(line)
+        if opener:  # "An example would be ```": the converter's fence after a list item's text
+            line, fence = opener.group(1), opener.group(2)
+            lines.append(_SPACES.sub(" ", line.strip()))
+            lines.append(fence)
+            in_code = True
+            continue
         if _FENCE.match(line):
             in_code = not in_code
             lines.append(line.strip())
@@ -69,6 +81,21 @@ def normalize_markdown(markdown: str) -> str:
         # Keep list nesting (leading spaces) but nothing else.
         lines.append((" " * indent + body) if body and indent and _is_list_item(body) else body)
     return _BLANKS.sub("\n\n", "\n".join(lines)).strip() + "\n"
+
+
+def _fence_after_text(line: str) -> re.Match[str] | None:
+    """The match of a fence opened at the end of a line of text (groups: the text, the
+    fence), when the text's own inline code is closed (``a `b` c ```"``, not ``a ```b```"``)
+    and the line is not a fence itself."""
+    match = _FENCE_AFTER_TEXT.match(line)
+    if match is None or _FENCE.match(line):
+        return None
+    text = match.group(1)
+    if "```" in text or "~~~" in text or text.count("`") % 2:
+        return None
+    if not _CONTAINER_MARKS.sub("", text).strip():
+        return None  # "> ```", "- ```": a fence in a block quote or list item, not after text
+    return match
 
 
 def _is_list_item(line: str) -> bool:

@@ -309,6 +309,29 @@ def test_a_page_without_a_content_frame_keeps_its_lists_and_headings():
     assert [text for level, text in split_blocks(markdown) if level] == ["1.1.1 Http Objects"]
 
 
+def test_a_fence_opened_after_a_list_items_text_goes_on_its_own_line():
+    """trafilatura writes a ``<pre>`` inside a list item as "- An example would be ```": the
+    fence's closing line then read as an opener, and the rest of the page as code (GCC 12's
+    release notes lost 25 of their 30 headings after the Ada section's example, and the
+    example's indentation). A fence in a block quote or list item is a fence already."""
+    markdown = normalize_markdown(
+        "- An example would be ```\ntype Sign is (Neg, Pos);\n  (case S is\n```\n"
+        "## After\n\nUse `a` here ```\nx\n```\n> ```\n> code\n> ```\n- ```\ny\n```\n"
+        "Inline ```a``` stays\n"
+    )
+    assert markdown.startswith("- An example would be\n```\ntype Sign is (Neg, Pos);\n  (case")
+    assert "Use `a` here\n```\nx\n```" in markdown
+    assert "> ```\n> code\n> ```\n- ```\ny\n```\nInline ```a``` stays" in markdown
+    assert [text for level, text in split_blocks(markdown) if level] == ["After"]
+
+    html = (FIXTURES / "handwritten" / "gcc-12-news.html").read_text(encoding="utf-8")
+    page = extract(html, "http://docs.test/gcc-12/NEWS.html").markdown
+    html_headings = lxml.html.fromstring(html.encode()).xpath("//h1|//h2|//h3|//h4")
+    assert len([text for level, text in split_blocks(page) if level]) == len(html_headings) == 30
+    assert "An example would be\n```\ntype Sign is (Neg, Zero, Pos);\n" in page
+    assert "\n  (case (S1, S2) is\n     when (Neg, Neg) | (Pos, Pos) => Pos," in page
+
+
 def test_a_page_of_layout_tables_is_not_flattened_into_one_cell():
     """Framed in one ``<main>``, libxslt's API pages of nested layout tables came out as one
     table cell holding every function: more words than the unframed reading, in one line.
