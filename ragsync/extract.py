@@ -295,15 +295,10 @@ def extract(html: str, url: str) -> Extracted:
             # One parse per page: trafilatura reads the tree docsites.read parsed and cleaned
             # (it copies it first), and the title is the one read there; its metadata pass
             # (author, date, tags, site name: nothing ragsync uses) is never run.
-            source = page.tree if page else html
-            if page:
-                htmlprep.definition_lists(page.tree)
-            markdown = trafilatura.extract(source, url=url, **TRAFILATURA_OPTIONS)
-            framed = _framed(page.tree) if page else None
-            if framed is not None:
-                whole = trafilatura.extract(framed, url=url, **TRAFILATURA_OPTIONS)
-                if _fuller(whole or "", markdown or ""):
-                    markdown = whole
+            if page is None:
+                markdown = trafilatura.extract(html, url=url, **TRAFILATURA_OPTIONS)
+            else:
+                markdown = _trafilatura(page.tree, url)
             extractor = "trafilatura"
             if markdown and not _has_body(markdown):
                 # Headings alone (a page of links under a heading): markdownify keeps the rest.
@@ -377,6 +372,36 @@ def _headings(lines: list[str]) -> Iterator[tuple[int, int, str]]:
         heading = None if fence else re.match(r"(#{1,6})\s+(.+?)\s*$", line)
         if heading:
             yield at, len(heading.group(1)), heading.group(2)
+
+
+def _trafilatura(tree: Any, url: str) -> str | None:
+    """trafilatura's Markdown of the page ``tree`` (docsites' cleaned tree, changed here).
+
+    Its definition lists are rewritten first, and its layout tables read as blocks
+    (:func:`ragsync.htmlprep.layout_tables`) unless that reading keeps less than half the
+    words of the page read with its tables: trafilatura then judged the content boilerplate
+    (libxslt's symbol lists, all links, kept 8 of 629 words). Each reading is also tried
+    with the page framed (:func:`_framed`). README "Extraction"."""
+    import trafilatura
+
+    def read() -> str:
+        markdown = trafilatura.extract(tree, url=url, **TRAFILATURA_OPTIONS) or ""
+        framed = _framed(tree)
+        if framed is not None:
+            whole = trafilatura.extract(framed, url=url, **TRAFILATURA_OPTIONS) or ""
+            if _fuller(whole, markdown):
+                markdown = whole
+        return markdown
+
+    htmlprep.definition_lists(tree)
+    tables = htmlprep.layout_tables(tree)
+    if not tables:
+        return read()
+    with_tables = read()  # trafilatura reads a copy: the tree is as it was
+    htmlprep.as_blocks(tables)
+    htmlprep.definition_lists(tree)  # those that were in the tables' cells
+    blocks = read()
+    return blocks if 2 * len(blocks.split()) >= len(with_tables.split()) else with_tables
 
 
 def _framed(tree: Any) -> Any:

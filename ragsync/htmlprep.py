@@ -24,11 +24,12 @@ from lxml import etree
 
 _INLINE = {"a", "span", "em", "strong", "b", "i", "u", "small", "sub", "sup", "var", "font"}
 _CONTAINERS = {"div", "section", "article", "main", "body", "figure", "blockquote"}
+_HEADINGS = tuple(f"h{level}" for level in range(1, 7))
 _BLOCKS = {
     *("p", "ul", "ol", "dl", "pre", "table", "div", "section", "article", "main", "blockquote"),
     *("hr", "nav", "aside", "header", "footer", "figure", "details", "form", "fieldset"),
     *("address", "center", "hgroup", "menu", "noscript"),
-    *(f"h{level}" for level in range(1, 7)),
+    *_HEADINGS,
 }
 
 
@@ -152,6 +153,41 @@ def definition_lists(tree: Any) -> None:
             _as_blocks(dl, items)
         else:
             _as_items(dl, items)
+
+
+def layout_tables(tree: Any) -> list[Any]:
+    """The tables that lay the page out, each with its own rows and cells (not those of a
+    table nested in a cell, which is judged by itself). A table lays out when it has one
+    column (a box: a banner, a menu, the content) or holds a heading or another table in a
+    cell; a table of several columns without either is data (a table of parameters, an index).
+
+    trafilatura writes a layout table's cell as one table row, the whole page on one line:
+    libxslt's site lost every heading and list (its "Library internals" page was 6 lines for
+    20 headings). :func:`as_blocks` reads them as blocks; only pages that go to trafilatura
+    need this (:func:`ragsync.extract.extract`), a known generator's layout tables are read
+    by its own rules."""
+    found = []
+    for table in tree.iter("table"):
+        own = [
+            element
+            for element in table.iter("thead", "tbody", "tfoot", "tr", "td", "th")
+            if next(element.iterancestors("table")) is table
+        ]
+        cells = [element for element in own if element.tag in ("td", "th")]
+        rows = [element for element in own if element.tag == "tr"]
+        one_column = all(sum(1 for cell in row if cell in cells) <= 1 for row in rows)
+        holds = any(next(cell.iter("table", *_HEADINGS), cell) is not cell for cell in cells)
+        if cells and (one_column or holds):
+            found.append([table, *own])
+    return found
+
+
+def as_blocks(tables: list[Any]) -> None:
+    """Each of :func:`layout_tables`' tables, rows and cells made a plain ``<div>``."""
+    for elements in tables:
+        for element in elements:
+            element.tag = "div"
+            element.attrib.clear()
 
 
 def _as_items(dl: Any, items: list[Any]) -> None:

@@ -332,6 +332,27 @@ def test_a_fence_opened_after_a_list_items_text_goes_on_its_own_line():
     assert "\n  (case (S1, S2) is\n     when (Neg, Neg) | (Pos, Pos) => Pos," in page
 
 
+def test_a_page_laid_out_in_tables_keeps_its_headings_and_lists():
+    """trafilatura wrote a layout table's cell as one table row: libxslt's "Library
+    internals" came out as 6 lines, its 18 section headings and its lists run together in one
+    cell. A table of one column, or one holding a heading or a table, is read as blocks.
+    Where the blocks keep less than
+    half the words (a page of symbol lists, all links, that trafilatura then judged
+    boilerplate), the page is read with its tables."""
+    html = (FIXTURES / "libxslt" / "internals.html").read_text(encoding="utf-8")
+    markdown = extract(html, "http://docs.test/internals.html").markdown
+    tree = lxml.html.fromstring(html.encode())
+    sections = [" ".join(h.text_content().split()) for h in tree.xpath("//h3")]
+    headings = [text for level, text in split_blocks(markdown) if level]
+    assert len(sections) == 18 and set(sections) <= set(headings)
+    assert "\n- parsing files\n- building the in-memory DOM structure" in markdown
+    assert "Main Menu" not in markdown  # the menu's boxes: trafilatura prunes them as blocks
+
+    html = (FIXTURES / "libxslt" / "APIfiles.html").read_text(encoding="utf-8")
+    symbols = extract(html, "http://docs.test/APIfiles.html").markdown
+    assert "Module attributes: xsltApplyAttributeSet xsltFreeAttributeSetsHashes" in symbols
+
+
 def test_a_page_of_layout_tables_is_not_flattened_into_one_cell():
     """Framed in one ``<main>``, libxslt's API pages of nested layout tables came out as one
     table cell holding every function: more words than the unframed reading, in one line.
@@ -412,11 +433,12 @@ def test_a_definition_list_keeps_each_term_with_its_definition():
         "<dl><dt>crate</dt><dt>package</dt><dd>A unit of <em>compilation</em>.</dd>"
         "<dt>edition</dt><dd>A language era.</dd><dd>Chosen per crate.</dd></dl>"
         "<dl><dt>block</dt><dd>Loose text. <p>A paragraph.</p><pre>code\n here</pre></dd></dl>"
-        "<table><tr><td><dl><dt>cell</dt><dd>kept as it was</dd></dl></td></tr></table>"
+        "<table><tr><td>name</td><td><dl><dt>cell</dt><dd>kept as it was</dd></dl></td></tr>"
+        "<tr><td>other</td><td>plain</td></tr></table>"
         "</main></body></html>"
     )
     markdown = extract(html, "http://docs.test/glossary.html").markdown
     assert "- crate, package: A unit of *compilation*.\n" in markdown
     assert "- edition: A language era. Chosen per crate.\n" in markdown
     assert "\nblock\n\nLoose text.\n\nA paragraph.\n\n```\ncode\n here\n```\n" in markdown
-    assert "cell: kept" not in markdown  # a table cell's list is left to trafilatura
+    assert "cell: kept" not in markdown  # a data table's cell's list is left to trafilatura
