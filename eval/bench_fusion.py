@@ -180,8 +180,9 @@ def markdown(result: dict[str, Any], offsets: Sequence[int], weights: Sequence[f
         f"`{result['command']}`",
         "",
         "The same dense and sparse top 50 per question, fused offline by `ragsync.retrieval.fuse`"
-        f" (ragsync's default rank offset: {result['default_offset']}, weight 1.5); hit@1 / "
-        "hit@5 / MRR@10.",
+        f" (ragsync's default rank offset: {result['default_offset']}, weight 1.5), without the"
+        " sparse gate that hybrid search has since applied (measured beside the retrieval table"
+        " under *Hybrid retrieval*); hit@1 / hit@5 / MRR@10.",
         "",
     ]
     for name, cells in result["grid"].items():

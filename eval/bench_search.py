@@ -14,7 +14,7 @@ recorded as holding them; then queried with the real MiniLM model embedding each
   releases the store after each search so that another process may open an embedded store).
 
 Usage: python eval/bench_search.py [--sizes 10000,100000] [--stores qdrant,qdrant_edge]
-[--page-weight W]
+[--page-weight W] [--sparse-gate G]
 → eval/results/search.json and search.md.
 """
 
@@ -105,9 +105,10 @@ def percentiles(latencies_ms: list[float]) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(ordered), 1), "p95_ms": round(rank(0.95), 1)}
 
 
-def build(kind: str, count: int, folder: Path, page_weight: float | None = None) -> Any:
-    """A config whose store of ``kind`` holds ``count`` points (hybrid search's page coverage
-    weighted ``page_weight``; None: the default); returns the config."""
+def build(kind: str, count: int, folder: Path, search: dict[str, float] | None = None) -> Any:
+    """A config whose store of ``kind`` holds ``count`` points (``search``: its ``[search]``
+    table, hybrid search's ``page_weight`` and ``sparse_gate``; none: the defaults); returns
+    the config."""
     from ragsync.config import config_from_mapping
     from ragsync.registry import store_class
     from ragsync.sparse import SPARSE_ID, encode
@@ -119,8 +120,8 @@ def build(kind: str, count: int, folder: Path, page_weight: float | None = None)
         "store": {"kind": kind, "path": str(path), "collection": "bench", "batch_size": BATCH},
         "sources": [{"id": "docs", "kind": "urls", "urls": ["https://docs.example/"]}],
     }
-    if page_weight is not None:
-        data["search"] = {"page_weight": page_weight}
+    if search:
+        data["search"] = search
     config = config_from_mapping(data, base_dir=folder)
     store = store_class(kind).from_config(config.store)
     store.ensure_collection(DIM, sparse=True)
@@ -215,6 +216,9 @@ def main() -> None:
     parser.add_argument(
         "--page-weight", type=float, default=None, help="[search] page_weight (default: its own)"
     )
+    parser.add_argument(
+        "--sparse-gate", type=float, default=None, help="[search] sparse_gate (default: its own)"
+    )
     parser.add_argument("--out", type=Path, default=HERE / "results")
     options = parser.parse_args()
     from ragsync.embed import SentenceTransformerEmbedder
@@ -232,7 +236,15 @@ def main() -> None:
         for kind in options.stores.split(","):
             with tempfile.TemporaryDirectory(prefix=f"search-{kind}-") as folder:
                 started = time.perf_counter()
-                config = build(kind, count, Path(folder), options.page_weight)
+                search = {
+                    key: value
+                    for key, value in (
+                        ("page_weight", options.page_weight),
+                        ("sparse_gate", options.sparse_gate),
+                    )
+                    if value is not None
+                }
+                config = build(kind, count, Path(folder), search)
                 build_s = time.perf_counter() - started
                 row = {"store": kind, "points": count, "build_s": round(build_s, 1)}
                 row["serve"] = time_serve(config, embedder, texts)

@@ -152,6 +152,7 @@ class StoreConfig:
 
 SPARSE_WEIGHT = 1.5
 PAGE_WEIGHT = 0.1
+SPARSE_GATE = 0.2
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,10 @@ class SearchConfig:
     # among the candidates) added to its fused score; 0 turns it off (measured: README
     # "Hybrid retrieval").
     page_weight: float = bounded(PAGE_WEIGHT, ge=0.0)
+    # Hybrid: a lexical match counts fully only when its chunk's cosine to the query is within
+    # this much of the best dense match's, a quarter beyond; 0 turns the gate off (measured:
+    # README "Hybrid retrieval").
+    sparse_gate: float = bounded(SPARSE_GATE, ge=0.0)
 
 
 @dataclass(frozen=True)

@@ -334,6 +334,7 @@ class WarmSearch:
             mode=params.mode or self.config.search.mode,
             sparse_weight=self.config.search.sparse_weight,
             page_weight=self.config.search.page_weight,
+            gate_margin=self.config.search.sparse_gate,
             source=params.source,
             collection=self.config.store.collection,
         )

@@ -311,6 +311,7 @@ class Syncer:
                 mode=mode or self.config.search.mode,
                 sparse_weight=self.config.search.sparse_weight,
                 page_weight=self.config.search.page_weight,
+                gate_margin=self.config.search.sparse_gate,
                 source=source,
                 collection=collection,
             )

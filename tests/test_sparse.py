@@ -144,7 +144,7 @@ def test_retrieve_by_mode_and_its_fallbacks():
     embed = lambda text: [0.0]  # noqa: E731
     hybrid = retrieve("b", 2, store=store, embed=embed, index=index, mode="hybrid")
     assert [h.point_id for h in hybrid] == ["b", "a"]
-    assert store.asked[0][2] == 50 and store.asked[1][1] == 50  # candidates from each
+    assert store.asked[0][2] == 50 and store.asked[1][1] == 200  # 50 sparse; 200 dense cosines
     sparse = retrieve("b", 1, store=store, embed=embed, index=index, mode="sparse")
     assert sparse[0].sparse_score == 4.0 and sparse[0].dense_score is None
     dense_only = IndexFacts(None)
@@ -240,6 +240,43 @@ def test_hybrid_prefers_the_page_whose_chunks_match_over_a_large_page_one_chunk_
     )
     guide0 = next(h for h in fused if h.point_id == "guide-0")
     assert hits[0].score == pytest.approx(guide0.score + PAGE_WEIGHT * 2 / 4, abs=1e-6)
+
+
+class BoilerplateStore(Store):
+    """A question in plain words: the sparse ranking's best is an option repeated on every
+    command page, matched on a word the corpus rarely uses, far from the question's meaning
+    (cosine 0.3 against the best chunk's 0.7); a chunk sparse finds that dense never ranked."""
+
+    def search(self, vector, k, source=None):
+        self.asked.append(("dense", k, source))
+        ranked = [
+            held("the answer", "guide", 0, 0.7),
+            held("nearby", "guide", 1, 0.6),
+            held("--offline option", "cargo-add", 5, 0.3),
+        ]
+        return ranked[:k]
+
+    def search_sparse(self, vector, k, source=None):
+        self.asked.append(("sparse", vector, k, source))
+        return [
+            held("--offline option", "cargo-add", 5, 9.0),
+            held("nearby", "guide", 1, 5.0),
+            held("unseen", "faq", 0, 4.0),
+        ]
+
+
+def test_a_lexical_match_far_from_the_querys_meaning_counts_a_quarter():
+    store, index = BoilerplateStore(), IndexFacts(SPARSE_ID)
+    embed = lambda text: [0.0]  # noqa: E731
+    opts = {"store": store, "embed": embed, "index": index, "mode": "hybrid", "page_weight": 0}
+    ungated = retrieve("work without the network", 4, gate_margin=0, **opts)
+    assert ungated[0].point_id == "cargo-add-5"
+    hits = retrieve("work without the network", 4, **opts)
+    assert [h.point_id for h in hits] == ["guide-1", "cargo-add-5", "guide-0", "faq-0"]
+    # the option's vote: 1.5 / (10 + 1) a quarter; "unseen" is not among the dense candidates
+    assert hits[1].score == pytest.approx(1 / 13 + 0.25 * 1.5 / 11, abs=1e-6)
+    assert hits[3].score == pytest.approx(0.25 * 1.5 / 13, abs=1e-6)
+    assert ("dense", 200, None) in store.asked and ("dense", 50, None) in store.asked
 
 
 def test_collapse_keeps_each_rankings_order_and_one_hit_per_text():
