@@ -34,9 +34,9 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 # CommonMark: an ATX heading is indented by 3 spaces at most, its #s followed by a space or tab.
 _ATX = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")
 _SPACES = re.compile(r"[ \t\u00a0]+")
-# A fence opened at the end of a line of text, with no other backticks on it: trafilatura writes
-# a <pre> inside a list item so ("- An example would be ```"). The fence's closing line then
-# read as an opener, and the rest of the page as code (GCC 12's NEWS: 23 headings lost).
+# A fence opened at the end of a line of text: trafilatura writes a <pre> inside a list item so
+# ("- An example would be ```"). The fence's closing line then read as an opener, and the rest
+# of the page as code (GCC 12's release notes: 25 of 30 headings lost). See _fence_after_text.
 _FENCE_AFTER_TEXT = re.compile(r"^(.*\S)[ \t]*(```|~~~)[ \t]*$")
 _CONTAINER_MARKS = re.compile(r"^(?:[ \t]*(?:>|[-*+]|\d+[.)])(?=[ \t]|$))+")
 _BLANKS = re.compile(r"\n{3,}")
@@ -374,7 +374,7 @@ def _headings(lines: list[str]) -> Iterator[tuple[int, int, str]]:
             yield at, len(heading.group(1)), heading.group(2)
 
 
-def _trafilatura(tree: Any, url: str) -> str | None:
+def _trafilatura(tree: Any, url: str) -> str:
     """trafilatura's Markdown of the page ``tree`` (docsites' cleaned tree, changed here).
 
     Its definition lists are rewritten first, and its layout tables read as blocks

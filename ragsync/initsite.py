@@ -193,9 +193,9 @@ class SiteProbe:
 
     def start_page(self) -> tuple[Response | None, str]:
         """The start page (asked once), and a note for the reason line when the start URL is a
-        directory asked without its slash: the server's permanent redirect to itself plus "/"
-        then makes the target the start URL. A crawl stays under its start page's directory,
-        and a sitemap is kept to it, and "/book"'s is "/", the whole site."""
+        directory asked without its slash: a permanent redirect to itself plus "/" makes the
+        target the start URL. A crawl stays under the start URL's directory and a sitemap is
+        kept to it, and the directory of "/book" is "/", the whole site."""
         if self.start is None:
             page, moved = self.get(self.url), ""
             if page is not None and self.is_directory(page):
