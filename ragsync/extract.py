@@ -40,6 +40,7 @@ _SPACES = re.compile(r"[ \t\u00a0]+")
 _FENCE_AFTER_TEXT = re.compile(r"^(.*\S)[ \t]*(```|~~~)[ \t]*$")
 _CONTAINER_MARKS = re.compile(r"^(?:[ \t]*(?:>|[-*+]|\d+[.)])(?=[ \t]|$))+")
 _BLANKS = re.compile(r"\n{3,}")
+_WORD = re.compile(r"\w+")
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.I)
 _NOISE_TAGS = ("script", "style", "noscript", "nav", "header", "footer", "aside", "form", "iframe")
 
@@ -377,31 +378,39 @@ def _headings(lines: list[str]) -> Iterator[tuple[int, int, str]]:
 def _trafilatura(tree: Any, url: str) -> str:
     """trafilatura's Markdown of the page ``tree`` (docsites' cleaned tree, changed here).
 
-    Its definition lists are rewritten first, and its layout tables read as blocks
-    (:func:`ragsync.htmlprep.layout_tables`) unless that reading keeps less than half the
-    words of the page read with its tables: trafilatura then judged the content boilerplate
-    (libxslt's symbol lists, all links, kept 8 of 629 words). Each reading is also tried
-    with the page framed (:func:`_framed`). README "Extraction"."""
+    Its definition lists are rewritten first and its layout tables read as blocks
+    (:func:`ragsync.htmlprep.layout_tables`). When that reading holds less than half of the
+    page's words, the page is read with its tables too, and that reading is kept if the
+    blocks' holds less than half of its words: trafilatura then judged the content
+    boilerplate (libxslt's symbol lists, all links: 8 words of 629). A page without a content
+    frame is read framed (:func:`_framed`). README "Extraction"."""
     import trafilatura
 
-    def read() -> str:
-        markdown = trafilatura.extract(tree, url=url, **TRAFILATURA_OPTIONS) or ""
-        framed = _framed(tree)
+    def read(page: Any) -> str:
+        framed = _framed(page)
         if framed is not None:
-            whole = trafilatura.extract(framed, url=url, **TRAFILATURA_OPTIONS) or ""
-            if _fuller(whole, markdown):
-                markdown = whole
-        return markdown
+            whole = trafilatura.extract(framed, url=url, **TRAFILATURA_OPTIONS)
+            if whole and whole.strip():
+                return str(whole)
+        return trafilatura.extract(page, url=url, **TRAFILATURA_OPTIONS) or ""
 
     htmlprep.definition_lists(tree)
     tables = htmlprep.layout_tables(tree)
     if not tables:
-        return read()
-    with_tables = read()  # trafilatura reads a copy: the tree is as it was
+        return read(tree)
+    with_tables = copy.deepcopy(tree)
     htmlprep.as_blocks(tables)
     htmlprep.definition_lists(tree)  # those that were in the tables' cells
-    blocks = read()
-    return blocks if 2 * len(blocks.split()) >= len(with_tables.split()) else with_tables
+    blocks = read(tree)
+    kept = _words(blocks)
+    if 2 * kept >= _words(tree.text_content()):
+        return blocks  # at least half of all the page's words: the tables' reading has no more
+    tabled = read(with_tables)
+    return blocks if 2 * kept >= _words(tabled) else tabled
+
+
+def _words(text: str) -> int:
+    return len(_WORD.findall(text))
 
 
 def _framed(tree: Any) -> Any:
@@ -409,12 +418,11 @@ def _framed(tree: Any) -> Any:
     finds a content frame of its own in ``tree`` (an ``<article>``, a ``<main>``, a ``div``
     whose class or id says content).
 
-    A page without one (LaTeX2HTML, hand-written pages, old sites) is read by trafilatura's
+    A page without one (LaTeX2HTML, hand-written pages, old sites) was read by trafilatura's
     recovery of loose paragraphs, code and tables alone: its headings and lists were lost, and
     of an item that begins ``<b>term</b>: If <code>True</code>…`` only the code and the text
     after it were kept. Framed, the page gets trafilatura's main pass, which keeps them and
-    still prunes what looks like boilerplate; the fuller extraction wins (:func:`_fuller`).
-    README "Extraction"."""
+    still prunes what looks like boilerplate. README "Extraction"."""
     from trafilatura.xpaths import BODY_XPATH
 
     if tree.find(".//body") is None or tree.find(".//article") is not None:
@@ -430,18 +438,6 @@ def _framed(tree: Any) -> Any:
     main.extend(list(body))
     body.append(main)
     return framed
-
-
-def _fuller(candidate: str, current: str) -> bool:
-    """Whether the Markdown ``candidate`` keeps more of a page than ``current``: more words,
-    in no fewer lines. (libxslt's pages of nested layout tables, framed, came out as one table
-    cell holding every function, in more words but one line.)"""
-    words, lines = len(candidate.split()), _line_count(candidate)
-    return words > len(current.split()) and lines >= _line_count(current)
-
-
-def _line_count(markdown: str) -> int:
-    return sum(1 for line in markdown.split("\n") if line.strip())
 
 
 def _markdownify_main(html: str) -> str:
