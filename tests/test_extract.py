@@ -354,9 +354,10 @@ def test_a_page_laid_out_in_tables_keeps_its_headings_and_lists():
 
 
 def test_a_page_of_layout_tables_is_not_flattened_into_one_cell():
-    """Framed in one ``<main>``, libxslt's API pages of nested layout tables came out as one
-    table cell holding every function: more words than the unframed reading, in one line.
-    The framed reading must also keep as many lines (each parameter a table row)."""
+    """libxslt's API pages nest a table of each function's parameters in layout tables:
+    framed in one ``<main>`` with the layout tables kept, they came out as one table cell
+    holding every function. The layout tables are read as blocks, and each parameter table,
+    of two columns without headings, stays a table: a row per parameter."""
     html = (FIXTURES / "libxslt" / "libxslt-extensions.html").read_text(encoding="utf-8")
     markdown = extract(html, "http://docs.test/html/libxslt-extensions.html").markdown
     assert "| *`URI`*: | the namespace prefix (possibly NULL) |" in markdown
