@@ -1,10 +1,12 @@
 """The query side: dense, sparse or hybrid search over a collection (README "Hybrid search").
 
-Hybrid search asks both rankings for :data:`CANDIDATES` chunks and fuses them by weighted
-reciprocal rank (RRF, Cormack et al. 2009): a chunk scores ``1/(RRF_K + dense rank) +
-w/(RRF_K + sparse rank)``, ``w`` being ``[search] sparse_weight``. Ranks, not scores, are
-fused because cosine similarities and BM25 scores live on different scales; the weight, the
-rank offset and the mode's default were chosen by measurement (README "Hybrid retrieval").
+Hybrid search fuses both rankings' first :data:`CANDIDATES` chunks by weighted reciprocal rank
+(RRF, Cormack et al. 2009): a chunk scores ``1/(RRF_K + dense rank) + g·w/(RRF_K + sparse
+rank)``, ``w`` being ``[search] sparse_weight`` and ``g`` the sparse gate (:func:`sparse_gate`,
+read from the cosines of the first :data:`GATE_CANDIDATES` dense chunks). Ranks, not scores,
+are fused because cosine similarities and BM25 scores live on different scales; the weight,
+the gate, the rank offset and the mode's default were chosen by measurement (README "Hybrid
+retrieval").
 """
 
 from __future__ import annotations
