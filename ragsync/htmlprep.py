@@ -174,9 +174,9 @@ def layout_tables(tree: Any) -> list[Any]:
             if next(element.iterancestors("table")) is table
         ]
         cells = [element for element in own if element.tag in ("td", "th")]
-        rows = [element for element in own if element.tag == "tr"]
-        one_column = all(sum(1 for cell in row if cell in cells) <= 1 for row in rows)
-        holds = any(next(cell.iter("table", *_HEADINGS), cell) is not cell for cell in cells)
+        rows = [element for element in own if element.tag == "tr"]  # a row's cells: its children
+        one_column = all(sum(1 for cell in row if cell.tag in ("td", "th")) <= 1 for row in rows)
+        holds = any(next(cell.iter("table", *_HEADINGS), None) is not None for cell in cells)
         if cells and (one_column or holds):
             found.append([table, *own])
     return found

@@ -127,10 +127,9 @@ class Crawl:
         for key, url in starts.items():
             slashed = with_slash(url)
             self.slashed[key] = (canonical_record_key(source.id, slashed), slashed)
-        moved = engine.state.aliases.targets(source.id)  # where a start page moved in a past pass
-        for key in self.start_keys:
-            if key in moved:
-                self.narrow(key, moved[key])
+        # Where a start page moved in a past pass.
+        for key, target in engine.state.aliases.targets_of(sorted(self.start_keys)).items():
+            self.narrow(key, target)
         self.depth = -1  # of the level being checked; the start pages are depth 0
         self.pages = 0  # pages admitted so far
         self.checked: dict[str, Checked] = {}  # the level's pages checked so far, by key

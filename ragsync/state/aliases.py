@@ -23,6 +23,12 @@ class Aliases(Repository):
         sql = "select alias_key, doc_key from aliases where alias_key like ?"
         return {r["alias_key"]: r["doc_key"] for r in self.db.query(sql, [f"{source_id}:%"])}
 
+    def targets_of(self, alias_keys: Sequence[str]) -> dict[str, str]:
+        """``{alias record key: target record key}`` for those of ``alias_keys`` that are
+        aliases (a crawl's start pages: not the whole source's table)."""
+        sql = "select alias_key, doc_key from aliases where alias_key in ({marks})"
+        return {r["alias_key"]: r["doc_key"] for r in self.state.query_in(sql, alias_keys)}
+
     def verified(self, source_id: str) -> dict[str, tuple[str, str]]:
         """``{alias record key: (target record key, verified_at)}`` for one source; an alias
         never re-verified counts from when it was made. An alias whose target is suspected
