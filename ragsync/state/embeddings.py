@@ -46,10 +46,9 @@ class Embeddings(Repository):
             {"text_hash": h, "model_id": model_id, "dim": dim, "vector": blob, "created_at": at}
             for h, (dim, blob) in blobs.items()
         ]
-        with self.state.write():
-            self.db.table("embedding_cache").insert_all(
-                rows, pk=("text_hash", "model_id"), replace=True
-            )
+        self.state.put_rows(
+            "embedding_cache", rows, key=["text_hash", "model_id"], on_conflict="update"
+        )
 
     def _get(self, text_hashes: Iterable[str], model_id: str) -> dict[str, bytes]:
         sql = (

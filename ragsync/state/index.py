@@ -149,9 +149,10 @@ class Index(Repository):
             ops = [*ops, *self._stale_point_deletes(doc_key, chunks, ops)]
             if terms is not None:
                 self._count_terms(doc_key, chunks, *terms)
-            self.db.table("documents").upsert(document, pk="doc_key")
+            self.state.put_rows("documents", [document], key=["doc_key"], on_conflict="update")
             self.db.execute("delete from chunks where doc_key = ?", [doc_key])
-            self.db.table("chunks").insert_all(
+            self.state.put_rows(
+                "chunks",
                 (
                     {
                         "point_id": c.point_id,
@@ -165,19 +166,17 @@ class Index(Repository):
                     }
                     for c in chunks
                 ),
-                pk="point_id",
             )
             if ops:
                 self.state.journal.add(ops)
             if change:
-                self.db.table("changes").insert(change, pk="id")
-            if events:  # the transactional outbox: events exist iff the change does
-                self.db.table("outbox").insert_all(events, pk="seq")
+                self.state.put_rows("changes", [change])
+            # the transactional outbox: events exist iff the change does
+            self.state.put_rows("outbox", events)
             if raw_body is not None:  # the body this content came from, kept for `reindex`
                 body = {**raw_body, "body": zlib.compress(raw_body["body"])}
-                self.db.table("raw_bodies").upsert(body, pk="doc_key")
-            for alias in aliases:
-                self.db.table("aliases").upsert(alias, pk="alias_key")
+                self.state.put_rows("raw_bodies", [body], key=["doc_key"], on_conflict="update")
+            self.state.put_rows("aliases", aliases, key=["alias_key"], on_conflict="update")
             if document["status"] != DocumentStatus.TOMBSTONED:  # it serves its own page again
                 self.db.execute("delete from aliases where alias_key = ?", [doc_key])
             self.db.execute("delete from fetch_attempts where doc_key = ?", [doc_key])

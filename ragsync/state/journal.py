@@ -50,10 +50,9 @@ class Journal(Repository):
 
     def add(self, ops: Sequence[JournalOpRow | dict[str, Any]]) -> None:
         """Add vector-store operations to the journal (one transaction)."""
-        with self.state.write():
-            self.db.table("journal").insert_all(
-                ({**op, "payload": _json_or_none(op.get("payload"))} for op in ops), pk="seq"
-            )
+        self.state.put_rows(
+            "journal", ({**op, "payload": _json_or_none(op.get("payload"))} for op in ops)
+        )
 
     def pending(self, limit: int = 256) -> list[StoreOp]:
         """The oldest ``limit`` operations not applied yet, in the order they were added."""
