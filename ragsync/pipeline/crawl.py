@@ -25,7 +25,7 @@ from typing import Literal, cast
 from ragsync.config import SourceConfig
 from ragsync.discovery import DiscoveryContext
 from ragsync.identity import canonical_record_key
-from ragsync.links import MAX_LINKS, NOINDEX
+from ragsync.links import MAX_LINKS, NOINDEX, PageLinks
 from ragsync.models import Candidate, DocumentStatus
 from ragsync.pipeline.context import Engine
 from ragsync.pipeline.listing import Listed
@@ -143,16 +143,63 @@ class Crawl:
         itself plus a slash (a directory asked without it, "/book" → "/book/"), the crawl stays
         under that directory, not under its parent ("/", the whole site)."""
         slashed = self.slashed.get(key)
-        if slashed is None or slashed[0] != target:
-            return
-        directory = start_directory(slashed[1])
-        if self.directories[key] != directory:
+        if slashed is not None and slashed[0] == target:
+            self.stay_under(key, slashed[1])
+
+    def stay_under(self, key: str, url: str) -> None:
+        """From now on the crawl of start page ``key`` stays under ``url``'s directory, when
+        that lies within the start page's own."""
+        directory = start_directory(url)
+        if directory != self.directories[key] and directory.startswith(self.directories[key]):
             self.directories[key] = directory
             log.info(
                 "%s: the start page redirects to %s: the crawl stays under that directory",
                 self.source.id,
-                slashed[1],
+                url,
             )
+
+    def entry(self, outcome: Outcome) -> Skipped | None:
+        """A start page with no content of its own that redirects temporarily to a page of
+        the crawl ("/" → "/en/latest/" on Read the Docs) as an entry: not a failure, its one
+        link the redirect's target, under whose directory the crawl then stays. None for any
+        other outcome: a start page with content keeps it through a temporary redirect (a
+        maintenance window), and a target off the start pages' hosts or out of scope is not
+        followed (README "Discovery")."""
+        response = outcome.exchange.response
+        if not (
+            isinstance(outcome, Failed)
+            and outcome.verdict == "temporary_redirect"
+            and outcome.page.doc_key in self.start_keys
+            and response is not None
+            and response.location
+        ):
+            return None
+        document = outcome.page.document
+        if document is not None and document["status"] != DocumentStatus.TOMBSTONED:
+            return None
+        try:
+            target = canonical_url(response.location, self.source.strip_params)
+        except ValueError:
+            return None
+        if hostname(target) not in self.start_hosts or self.scope.refuse_page(target):
+            return None
+        self.stay_under(outcome.page.doc_key, target)
+        reason = f"redirects temporarily (HTTP {response.status}) to {target}: followed from there"
+        links = PageLinks(links=(target,))
+        return Skipped(outcome.page, outcome.exchange, why="entry", reason=reason, links=links)
+
+    def check_entries(self, entries: dict[str, tuple[str, str]]) -> None:
+        """An entry (see :meth:`entry`) that redirects elsewhere than in the last pass makes
+        the listing incomplete: what a new target links to says nothing yet about the pages
+        the old one reached (a home page sent to a maintenance page for a while).
+        ``entries``: ``(URL, target)`` of each entry, by record key."""
+        before = self.engine.state.crawl_links.links(sorted(entries))
+        for key, (url, target) in entries.items():
+            if before.get(key, [target]) != [target]:
+                self.discovery.incomplete(
+                    f"crawl: the start page {url} now redirects to {target}, elsewhere than "
+                    "in the last pass"
+                )
 
     def follows(self, url: str) -> bool:
         """Whether a link to ``url`` is part of the crawl: in the source's scope (hosts and
@@ -231,6 +278,7 @@ class Crawl:
         rows: list[LinksRow] = []
         kept: list[Outcome] = []
         answered: list[str] = []  # pages read for their links only: no failure stands
+        entries: dict[str, tuple[str, str]] = {}  # start pages redirecting: (URL, target)
         for outcome in outcomes:
             key = outcome.page.doc_key
             if isinstance(outcome, NotModified) and outcome.page.document is None:
@@ -245,8 +293,11 @@ class Crawl:
                 and (key in self.start_keys or key in self.linking)
             ):
                 outcome = Failed(outcome.page, outcome.exchange, reason=outcome.reason)
+            elif (entry := self.entry(outcome)) is not None:
+                outcome = entry
+                entries[key] = (outcome.page.url, entry.links.links[0] if entry.links else "")
             kept.append(outcome)
-            if isinstance(outcome, Skipped) and outcome.why in ("noindex", "not_text"):
+            if isinstance(outcome, Skipped) and outcome.why in ("noindex", "not_text", "entry"):
                 answered.append(key)  # read for its links only: it answered
             checked = Checked.of(self.source.id, outcome)
             self.checked[key] = checked
@@ -258,13 +309,17 @@ class Crawl:
             validators: Validators = (None, None)
             skipped = None
             if isinstance(outcome, Skipped) and response is not None:  # no record holds them
-                validators, skipped = (response.etag, response.last_modified), outcome.why
+                skipped = outcome.why
+                if outcome.why != "entry":  # a redirect is asked again unconditionally
+                    validators = (response.etag, response.last_modified)
             rows.append((checked.reader, outcome.links.links, validators, skipped))
             if outcome.links.truncated:
                 self.discovery.incomplete(
                     f"crawl: {outcome.page.url} has more than {MAX_LINKS} links; "
                     "the rest were not followed"
                 )
+        if entries:
+            self.check_entries(entries)
         self.engine.state.crawl_links.put(self.source.id, rows, self.engine.now())
         # A failure such a page had (a 500 before it served its file) ends here: it is not
         # committed, and a due retry would otherwise ask it on every run.

@@ -170,9 +170,13 @@ class Deleted(Outcome):
 class Skipped(Outcome):
     """Not requested: robots.txt disallows it, its host is paused past ``max_pause_wait``, or it
     lies outside the source's scope; or a crawled page never indexed, read for its links only:
-    it asks not to be indexed (``noindex``), or it is a file, not a text page (``not_text``)."""
+    it asks not to be indexed (``noindex``), or it is a file, not a text page (``not_text``), or
+    it is a crawl's start page that redirects temporarily to the site's pages (``entry``: its
+    one link is the redirect's target)."""
 
-    why: Literal["disallowed", "deferred", "out_of_scope", "noindex", "not_text"] = "disallowed"
+    why: Literal["disallowed", "deferred", "out_of_scope", "noindex", "not_text", "entry"] = (
+        "disallowed"
+    )
     reason: str = ""
 
     def response_counter(self) -> str | None:
@@ -181,6 +185,7 @@ class Skipped(Outcome):
             "deferred": "deferred",
             "noindex": "noindex",
             "not_text": "not_text",
+            "entry": "temporary_redirects",
         }.get(self.why, "out_of_scope")
 
 

@@ -162,6 +162,58 @@ def test_a_start_url_without_its_directorys_slash_crawls_that_directory_on_every
         assert book.requests_to("/outside.html") == []
 
 
+def test_a_start_page_that_redirects_temporarily_into_the_site_is_crawled_from_its_target(
+    book, crawler
+):
+    # Read the Docs answers "/" with 302 → "/en/latest/", and links every other version from
+    # each page. Before, the crawl of such a site failed at its start page and indexed nothing.
+    book.redirect("/", "/book/", status=302)
+    book.set_page("/index.html", *chapter("Another version", '<a href="/book/">Latest</a>'))
+    syncer = crawler(url=book.base_url + "/")
+
+    for _ in range(2):
+        result = syncer.run()
+
+        assert result.ok and result.sources["book"].incomplete == []
+        assert urls(syncer, book) == set(INDEXED)
+        assert result.counters.temporary_redirects == 1
+        # the crawl stays under the target's directory, not "/" (the whole site)
+        assert book.requests_to("/outside.html") == []
+    assert syncer.state.attempts.list("book") == []  # no failure, no retry
+
+
+def test_a_start_page_redirected_elsewhere_leaves_the_crawl_incomplete_and_prunes_nothing(
+    book, crawler
+):
+    book.redirect("/", "/book/", status=302)
+    syncer = crawler(url=book.base_url + "/", missing_confirmations=1, missing_grace="0s")
+    syncer.run()
+    # a maintenance page with no links, while the pages still serve
+    book.set_page("/maintenance.html", *chapter("Down for maintenance"))
+    book.redirect("/", "/maintenance.html", status=302)
+
+    result = syncer.run()
+
+    (reason,) = result.sources["book"].incomplete
+    assert "now redirects to" in reason and "/maintenance.html" in reason
+    assert set(INDEXED) <= urls(syncer, book)
+    assert result.counters.tombstones_created == 0
+
+
+def test_a_start_page_with_content_that_redirects_temporarily_keeps_it(book, crawler):
+    syncer = crawler()
+    syncer.run()
+    book.redirect("/book/", "/book/ch1.html", status=302)  # a maintenance window
+
+    result = syncer.run()
+
+    assert result.counters.temporary_redirects == 1
+    # the start page failed (and is retried), so no page counts as unlisted
+    (reason,) = result.sources["book"].incomplete
+    assert "1 pages failed" in reason and "temporary redirect (HTTP 302)" in reason
+    assert urls(syncer, book) == set(INDEXED)
+
+
 def test_a_page_newly_linked_from_a_changed_page_is_indexed_in_the_same_run(book, crawler):
     syncer = crawler()
     syncer.run()
