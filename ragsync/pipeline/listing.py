@@ -50,7 +50,13 @@ def page_due(item: WorkItem, info: DueInfo, now: str) -> bool:
     next_check_at, lastmod_hint = info[key]
     if next_check_at is None or next_check_at <= now:
         return True
-    return bool(candidate.lastmod and candidate.lastmod > (lastmod_hint or ""))
+    return lastmod_moved(candidate, lastmod_hint)
+
+
+def lastmod_moved(candidate: Candidate, checked_at: str | None) -> bool:
+    """Whether the listing's lastmod for ``candidate`` is later than the one it was last
+    checked at (``checked_at``; None: it had none)."""
+    return bool(candidate.lastmod and candidate.lastmod > (checked_at or ""))
 
 
 def guarded(
@@ -211,13 +217,18 @@ class SourceListing:
         """The items due now: ``(due, held back, not due)``. Held back: a retry not yet due,
         the dead letter, needs attention; a page whose retry is due is due whatever its
         revisit time says; a URL never indexed that answered 404/410 waits for its next check
-        like a page."""
+        like a page, and like a page is due at once when the listing's lastmod moved."""
         now = self.engine.now()
         held, retry, later = self.engine.state.attempts.retry_gates(self.source.id, now)
         free = [item for item in work if item[0] not in held]
         due = [
             item
             for item in free
-            if item[0] in retry or (item[0] not in later and page_due(item, self.info, now))
+            if item[0] in retry
+            or (
+                lastmod_moved(item[1], later[item[0]])
+                if item[0] in later
+                else page_due(item, self.info, now)
+            )
         ]
         return due, len(work) - len(free), len(free) - len(due)

@@ -269,6 +269,7 @@ def record_missing(
             at=now,
             state=AttemptState.MISSING,
             next_retry_at=iso(engine.clock() + timedelta(seconds=interval)),
+            lastmod=page.candidate.lastmod,
         )
         return
     if document["status"] == DocumentStatus.TOMBSTONED:

@@ -31,13 +31,15 @@ class Attempts(Repository):
         state: str,
         next_retry_at: str | None = None,
         body: bytes | None = None,
+        lastmod: str | None = None,
     ) -> None:
         """Count one more failed attempt at a page; its last good content is untouched.
 
         ``state`` is an :class:`~ragsync.models.AttemptState`: ``retrying`` (due again at
         ``next_retry_at``), ``dead`` (retries exhausted), ``attention`` (401/403: a person must
         act), ``refused`` (the page cannot be indexed as served) or ``missing`` (404/410 before
-        the page was ever indexed). ``body`` is kept compressed, for diagnosis.
+        the page was ever indexed). ``body`` is kept compressed, for diagnosis; ``lastmod`` is
+        the listing's for the page at this attempt.
         """
         with self.state.write():
             row = self.get(doc_key)
@@ -54,6 +56,7 @@ class Attempts(Repository):
                     "last_attempt_at": at,
                     "next_retry_at": next_retry_at,
                     "body": zlib.compress(body) if body else None,
+                    "lastmod": lastmod,
                 },
                 pk="doc_key",
             )
@@ -90,20 +93,25 @@ class Attempts(Repository):
         """Pages a normal run must not request: retry not yet due, dead letter, attention."""
         return self.retry_gates(source_id, now)[0]
 
-    def retry_gates(self, source_id: str, now: str) -> tuple[set[str], set[str], set[str]]:
+    def retry_gates(
+        self, source_id: str, now: str
+    ) -> tuple[set[str], set[str], dict[str, str | None]]:
         """``(held back, retry due, not due)`` among the pages of ``source_id`` that failed:
         the pages a normal run must not request (retry not yet due, dead letter, attention),
         those whose retry time has come (due whatever their revisit time), and the URLs never
-        indexed that answered 404/410 and are not to be asked again yet."""
+        indexed that answered 404/410 and are not to be asked again yet, with the listing's
+        lastmod when they last answered (one that moved since makes them due)."""
         held: set[str] = set()
         due: set[str] = set()
-        later: set[str] = set()
-        sql = "select doc_key, state, next_retry_at from fetch_attempts where source_id = ?"
+        later: dict[str, str | None] = {}
+        sql = (
+            "select doc_key, state, next_retry_at, lastmod from fetch_attempts where source_id = ?"
+        )
         for row in self.db.query(sql, [source_id]):
             if row["state"] in (AttemptState.DEAD, AttemptState.ATTENTION):
                 held.add(row["doc_key"])
             elif row["state"] == AttemptState.RETRYING:
                 (due if (row["next_retry_at"] or "") <= now else held).add(row["doc_key"])
             elif row["state"] == AttemptState.MISSING and (row["next_retry_at"] or "") > now:
-                later.add(row["doc_key"])
+                later[row["doc_key"]] = row["lastmod"]
         return held, due, later

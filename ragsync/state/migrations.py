@@ -352,6 +352,12 @@ def _m016_links_only(db: Any) -> None:
     db.table("crawl_links").add_column("skipped", str)
 
 
+def _m017_attempt_lastmod(db: Any) -> None:
+    # The listing's lastmod when a URL never indexed answered 404/410: one that moves since
+    # brings its next check forward, as it does a known page's (README "Scheduling").
+    db.table("fetch_attempts").add_column("lastmod", str)
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_initial", _m001_initial),
     ("002_failures_and_deletion", _m002_failures_and_deletion),
@@ -369,4 +375,5 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("014_check_times_index", _m014_check_times_index),
     ("015_work_by_source", _m015_work_by_source),
     ("016_links_only", _m016_links_only),
+    ("017_attempt_lastmod", _m017_attempt_lastmod),
 )

@@ -320,3 +320,36 @@ def test_a_url_never_indexed_that_answers_404_is_asked_on_a_revisit_schedule(wor
     syncer.run(revalidate_all=True)  # --all asks at once
     assert asked() == 4
     assert syncer.state.documents.get(f"docs:{site.base_url}/guide/broken") is None
+
+
+def test_a_url_never_indexed_that_answered_404_is_asked_at_once_when_its_lastmod_moves(world):
+    """A sitemap that lists a page before it is published (or while a deploy answers 404)
+    moves its lastmod once the page is out: the page is asked on the next run, not after
+    its revisit wait, as a known page would be."""
+    site, clock, build = world
+    site.set_page("/guide/soon", "Coming soon", "<p>Listed before it is published.</p>")
+    site.fault = lambda path, headers: (404, {}, b"not found") if path == "/guide/soon" else None
+    syncer = build(sitemap_source(site, every="1h"))
+    syncer.run()
+    clock.advance(minutes=70)
+    syncer.run()  # its wait is now 1.5 h
+    assert len(site.requests_to("/guide/soon")) == 2
+
+    clock.advance(minutes=70)  # the source is due again, the page's wait is not over
+    site.fault = None
+    site.set_page("/guide/soon", "Published", f"<p>{sentences('published')}</p>")
+    result = syncer.run()
+
+    assert len(site.requests_to("/guide/soon")) == 3
+    assert result.counters.documents_created == 1
+    assert syncer.state.attempts.list("docs") == []
+    # a lastmod that did not move keeps the wait of a URL that still answers 404
+    site.fault = lambda path, headers: (404, {}, b"not found") if path == "/guide/gone" else None
+    site.set_page("/guide/gone", "Gone", "<p>Listed, but it answers 404.</p>")
+    clock.advance(minutes=70)
+    syncer.run()
+    clock.advance(minutes=70)
+    syncer.run()
+    clock.advance(minutes=70)
+    syncer.run()
+    assert len(site.requests_to("/guide/gone")) == 2
