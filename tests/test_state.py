@@ -166,6 +166,26 @@ def test_embedding_cache_roundtrip(state):
     assert state.embeddings.get_many(["a"], "m") == {"a": [0.5, -1.0, 2.0]}
 
 
+def test_a_second_commit_updates_the_given_columns_and_keeps_the_others(state):
+    # put_rows: "update" on a taken key writes the columns given and leaves the rest; the
+    # embedding cache's rewrite replaces the vector; a plain insert of a taken key fails.
+    state.index.commit_document(doc(markdown="# A", lastmod_hint="2026-01-01"), [chunk()], [], None)
+    state.index.commit_document(doc(title="B"), [chunk("p2", "bye")], [], None)
+    stored = state.documents.get("docs:https://x/a")
+    assert (stored["title"], stored["markdown"], stored["lastmod_hint"]) == (
+        "B",
+        "# A",
+        "2026-01-01",
+    )
+    assert [c.text for c in state.index.get_chunks("docs:https://x/a")] == ["bye"]
+    state.embeddings.put("m", {"a": [1.0]}, "t1")
+    state.embeddings.put("m", {"a": [2.0]}, "t2")
+    assert state.embeddings.get_many(["a"], "m") == {"a": [2.0]}
+    with pytest.raises(INTEGRITY_ERRORS):
+        state.put_rows("chunks", [{"point_id": "p2", "doc_key": "docs:https://x/a"}])
+    assert [c.point_id for c in state.index.get_chunks("docs:https://x/a")] == ["p2"]
+
+
 def test_a_postgres_url_takes_its_password_from_the_environment_and_never_shows_it(monkeypatch):
     monkeypatch.delenv("RAGSYNC_NO_SUCH_PASSWORD", raising=False)
     config = StateConfig(url="postgresql://ragsync:${RAGSYNC_NO_SUCH_PASSWORD}@db/ragsync")

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
+from ragsync.clock import iso
 from ragsync.config import SourceConfig
 from ragsync.discovery import DiscoveryContext
 from ragsync.identity import canonical_record_key
@@ -30,6 +31,7 @@ from ragsync.models import Candidate, DocumentStatus
 from ragsync.pipeline.context import Engine
 from ragsync.pipeline.listing import Listed
 from ragsync.pipeline.outcomes import Document, Failed, Missing, NotModified, Outcome, Skipped
+from ragsync.policy import missing_step
 from ragsync.protocols import Crawler
 from ragsync.scope import Scope, hostname
 from ragsync.state.crawl import LinksRow
@@ -123,13 +125,17 @@ class Crawl:
         starts = dict(start_pages(source, crawler.start_urls))
         self.start_keys = frozenset(starts)
         self.directories = {key: start_directory(url) for key, url in starts.items()}
+        self.own_directories = dict(self.directories)  # before any redirect narrows them
         self.slashed: dict[str, tuple[str, str]] = {}
         for key, url in starts.items():
             slashed = with_slash(url)
             self.slashed[key] = (canonical_record_key(source.id, slashed), slashed)
-        # Where a start page moved in a past pass.
+        # Where a start page moved in a past pass, or leads as an entry (settle).
         for key, target in engine.state.aliases.targets_of(sorted(self.start_keys)).items():
             self.narrow(key, target)
+        for key, (links, skipped, _) in engine.state.crawl_links.rows(self.start_keys).items():
+            if skipped == "entry" and links:
+                self.stay_under(key, links[0])
         self.depth = -1  # of the level being checked; the start pages are depth 0
         self.pages = 0  # pages admitted so far
         self.checked: dict[str, Checked] = {}  # the level's pages checked so far, by key
@@ -147,10 +153,10 @@ class Crawl:
             self.stay_under(key, slashed[1])
 
     def stay_under(self, key: str, url: str) -> None:
-        """From now on the crawl of start page ``key`` stays under ``url``'s directory, when
-        that lies within the start page's own."""
+        """For the rest of this pass, the crawl of start page ``key`` stays under ``url``'s
+        directory, when that lies within the start page's own."""
         directory = start_directory(url)
-        if directory != self.directories[key] and directory.startswith(self.directories[key]):
+        if directory != self.directories[key] and directory.startswith(self.own_directories[key]):
             self.directories[key] = directory
             log.info(
                 "%s: the start page redirects to %s: the crawl stays under that directory",
@@ -159,12 +165,13 @@ class Crawl:
             )
 
     def entry(self, outcome: Outcome) -> Skipped | None:
-        """A start page with no content of its own that redirects temporarily to a page of
-        the crawl ("/" → "/en/latest/" on Read the Docs) as an entry: not a failure, its one
-        link the redirect's target, under whose directory the crawl then stays. None for any
-        other outcome: a start page with content keeps it through a temporary redirect (a
-        maintenance window), and a target off the start pages' hosts or out of scope is not
-        followed (README "Discovery")."""
+        """A start page with no content of its own that redirects temporarily to a directory
+        below its own on its host ("/" → "/en/latest/" on Read the Docs) as the crawl's entry:
+        not a failure; its one link is the target, once confirmed (:meth:`settle`). None for
+        any other outcome: a start page with content keeps it through a temporary redirect (a
+        maintenance window), and a target that is a page rather than a directory, not below
+        the start page's directory, carries a query, or lies off the start pages' hosts or out
+        of scope fails as any temporary redirect does (README "Discovery")."""
         response = outcome.exchange.response
         if not (
             isinstance(outcome, Failed)
@@ -181,25 +188,62 @@ class Crawl:
             target = canonical_url(response.location, self.source.strip_params)
         except ValueError:
             return None
-        if hostname(target) not in self.start_hosts or self.scope.refuse_page(target):
+        below = start_directory(outcome.page.url)
+        if (
+            hostname(target) not in self.start_hosts
+            or self.scope.refuse_page(target) is not None
+            or "?" in target
+            or start_directory(target) != target
+            or target == below
+            or not target.startswith(below)
+        ):
             return None
-        self.stay_under(outcome.page.doc_key, target)
-        reason = f"redirects temporarily (HTTP {response.status}) to {target}: followed from there"
+        reason = f"redirects temporarily (HTTP {response.status}) to {target}"
         links = PageLinks(links=(target,))
         return Skipped(outcome.page, outcome.exchange, why="entry", reason=reason, links=links)
 
-    def check_entries(self, entries: dict[str, tuple[str, str]]) -> None:
-        """An entry (see :meth:`entry`) that redirects elsewhere than in the last pass makes
-        the listing incomplete: what a new target links to says nothing yet about the pages
-        the old one reached (a home page sent to a maintenance page for a while).
-        ``entries``: ``(URL, target)`` of each entry, by record key."""
-        before = self.engine.state.crawl_links.links(sorted(entries))
-        for key, (url, target) in entries.items():
-            if before.get(key, [target]) != [target]:
-                self.discovery.incomplete(
-                    f"crawl: the start page {url} now redirects to {target}, elsewhere than "
-                    "in the last pass"
-                )
+    def settle(self, key: str, url: str, target: str) -> bool:
+        """Whether the entry ``key`` (at ``url``) is followed to ``target`` in this pass.
+
+        The first target a start page is seen with is; a new one (a home page sent to a
+        maintenance directory, or whose links were read otherwise before) only once the
+        missing-page rule confirms it: seen ``missing_confirmations`` times over
+        ``missing_grace``. Until then the crawl follows the links stored before, and the
+        listing is incomplete, so nothing counts as unlisted (README "Deletion safety")."""
+        rows = self.engine.state.crawl_links.rows([key])
+        links, skipped, pending = rows.get(key, (None, None, None))
+        if links is None or (skipped == "entry" and links == [target]):
+            return self.enter(key, target)
+        same = pending is not None and pending["target"] == target
+        count, since, confirmed = missing_step(
+            pending["count"] if pending and same else 0,
+            pending["since"] if pending and same else None,
+            self.engine.clock().timestamp(),
+            confirmations=self.source.missing_confirmations,
+            grace=self.source.missing_grace,
+        )
+        if confirmed:
+            return self.enter(key, target)
+        self.engine.state.crawl_links.set_pending(
+            key, {"target": target, "count": count, "since": since}
+        )
+        self.discovery.incomplete(
+            f"crawl: the start page {url} redirects to {target} (seen {count} times since "
+            f"{iso(since)}), not where it led before; its earlier links are followed until "
+            "the missing-page rule confirms the change"
+        )
+        return False
+
+    def enter(self, key: str, target: str) -> bool:
+        """Follow the entry ``key`` to ``target`` in this pass: the crawl stays under the
+        target's directory. A target the crawl would not follow after all (the source's
+        ``include`` patterns leave it out) leaves the listing incomplete: a crawl that reached
+        nothing from its start page is no evidence against the pages it knew."""
+        self.stay_under(key, target)
+        if self.follows(target):
+            return True
+        self.discovery.incomplete(f"crawl: the start page redirects to {target}, not followed")
+        return False
 
     def follows(self, url: str) -> bool:
         """Whether a link to ``url`` is part of the crawl: in the source's scope (hosts and
@@ -278,7 +322,6 @@ class Crawl:
         rows: list[LinksRow] = []
         kept: list[Outcome] = []
         answered: list[str] = []  # pages read for their links only: no failure stands
-        entries: dict[str, tuple[str, str]] = {}  # start pages redirecting: (URL, target)
         for outcome in outcomes:
             key = outcome.page.doc_key
             if isinstance(outcome, NotModified) and outcome.page.document is None:
@@ -295,7 +338,6 @@ class Crawl:
                 outcome = Failed(outcome.page, outcome.exchange, reason=outcome.reason)
             elif (entry := self.entry(outcome)) is not None:
                 outcome = entry
-                entries[key] = (outcome.page.url, entry.links.links[0] if entry.links else "")
             kept.append(outcome)
             if isinstance(outcome, Skipped) and outcome.why in ("noindex", "not_text", "entry"):
                 answered.append(key)  # read for its links only: it answered
@@ -305,6 +347,9 @@ class Crawl:
                 self.narrow(key, checked.reader)
             if outcome.links is None:
                 continue
+            entering = isinstance(outcome, Skipped) and outcome.why == "entry"
+            if entering and not self.settle(key, outcome.page.url, outcome.links.links[0]):
+                continue  # its stored links stand
             response = outcome.exchange.response
             validators: Validators = (None, None)
             skipped = None
@@ -318,8 +363,6 @@ class Crawl:
                     f"crawl: {outcome.page.url} has more than {MAX_LINKS} links; "
                     "the rest were not followed"
                 )
-        if entries:
-            self.check_entries(entries)
         self.engine.state.crawl_links.put(self.source.id, rows, self.engine.now())
         # A failure such a page had (a 500 before it served its file) ends here: it is not
         # committed, and a due retry would otherwise ask it on every run.

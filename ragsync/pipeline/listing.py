@@ -226,7 +226,7 @@ class SourceListing:
             for item in free
             if item[0] in retry
             or (
-                lastmod_moved(item[1], later[item[0]])
+                later[item[0]] is not None and lastmod_moved(item[1], later[item[0]])
                 if item[0] in later
                 else page_due(item, self.info, now)
             )

@@ -185,7 +185,7 @@ class Skipped(Outcome):
             "deferred": "deferred",
             "noindex": "noindex",
             "not_text": "not_text",
-            "entry": "temporary_redirects",
+            "entry": None,  # the entry's own redirect: no failure, nothing retried
         }.get(self.why, "out_of_scope")
 
 

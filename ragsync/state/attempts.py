@@ -39,7 +39,8 @@ class Attempts(Repository):
         ``next_retry_at``), ``dead`` (retries exhausted), ``attention`` (401/403: a person must
         act), ``refused`` (the page cannot be indexed as served) or ``missing`` (404/410 before
         the page was ever indexed). ``body`` is kept compressed, for diagnosis; ``lastmod`` is
-        the listing's for the page at this attempt.
+        the listing's for the page at this attempt (None keeps the one stored: targeted work
+        has none).
         """
         with self.state.write():
             row = self.get(doc_key)
@@ -56,7 +57,7 @@ class Attempts(Repository):
                     "last_attempt_at": at,
                     "next_retry_at": next_retry_at,
                     "body": zlib.compress(body) if body else None,
-                    "lastmod": lastmod,
+                    "lastmod": lastmod if lastmod is not None else (row or {}).get("lastmod"),
                 },
                 pk="doc_key",
             )
@@ -100,7 +101,8 @@ class Attempts(Repository):
         the pages a normal run must not request (retry not yet due, dead letter, attention),
         those whose retry time has come (due whatever their revisit time), and the URLs never
         indexed that answered 404/410 and are not to be asked again yet, with the listing's
-        lastmod when they last answered (one that moved since makes them due)."""
+        lastmod when they answered (one that moved since makes them due; None: none known, so
+        none can move)."""
         held: set[str] = set()
         due: set[str] = set()
         later: dict[str, str | None] = {}

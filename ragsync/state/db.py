@@ -40,7 +40,7 @@ from ragsync.state.leases import Leases
 from ragsync.state.migrations import MIGRATIONS
 from ragsync.state.outbox import Outbox
 from ragsync.state.runs import Runs
-from ragsync.state.sql import OnConflict, insert_sql
+from ragsync.state.sql import OnConflict, insert_sql, row_params
 from ragsync.state.targets import Targets
 from ragsync.state.terms import Terms
 from ragsync.state.work import WorkQueue
@@ -269,21 +269,22 @@ class StateDB:
         key: Sequence[str] = (),
         on_conflict: OnConflict = "fail",
     ) -> None:
-        """Insert ``rows`` into ``table`` with one prepared statement, in one write
-        transaction; a row whose ``key`` is taken fails, is ignored or updates the stored one
-        (:func:`ragsync.state.sql.insert_sql`).
+        """Insert ``rows`` into ``table`` with one prepared statement, in the caller's write
+        transaction or one of its own; a row whose ``key`` is taken fails, is ignored or
+        updates the stored one (:func:`ragsync.state.sql.insert_sql`).
 
         The per-document writes go through here rather than sqlite-utils' ``insert_all``,
         which reads the table's schema on every call (three PRAGMA queries): that was most of
         the cost of committing a page (README "Architecture").
         """
-        rows = list(rows)
-        if not rows:
+        columns, params = row_params(rows)
+        if not params:
             return
-        columns = list(dict.fromkeys(name for row in rows for name in row))
         sql = insert_sql(table, columns, key, on_conflict)
-        params = [[row.get(name) for name in columns] for row in rows]
-        with self.write():
+        if self.postgres and self.db.in_transaction:  # no savepoint: a round trip each
+            self.db.execute_many(sql, params)
+            return
+        with self.write():  # on SQLite a nested one is a savepoint in the same file
             if self.postgres:
                 self.db.execute_many(sql, params)
             else:

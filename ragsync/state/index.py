@@ -171,8 +171,7 @@ class Index(Repository):
                 self.state.journal.add(ops)
             if change:
                 self.state.put_rows("changes", [change])
-            # the transactional outbox: events exist iff the change does
-            self.state.put_rows("outbox", events)
+            self.state.put_rows("outbox", events)  # the transactional outbox: with the change
             if raw_body is not None:  # the body this content came from, kept for `reindex`
                 body = {**raw_body, "body": zlib.compress(raw_body["body"])}
                 self.state.put_rows("raw_bodies", [body], key=["doc_key"], on_conflict="update")

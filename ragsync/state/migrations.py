@@ -358,6 +358,12 @@ def _m017_attempt_lastmod(db: Any) -> None:
     db.table("fetch_attempts").add_column("lastmod", str)
 
 
+def _m018_crawl_entries(db: Any) -> None:
+    # A crawl entry's new target not confirmed yet: JSON {target, count, since} (README
+    # "Discovery").
+    db.table("crawl_links").add_column("pending", str)
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_initial", _m001_initial),
     ("002_failures_and_deletion", _m002_failures_and_deletion),
@@ -376,4 +382,5 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("015_work_by_source", _m015_work_by_source),
     ("016_links_only", _m016_links_only),
     ("017_attempt_lastmod", _m017_attempt_lastmod),
+    ("018_crawl_entries", _m018_crawl_entries),
 )

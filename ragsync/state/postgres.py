@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ragsync.errors import StateError
-from ragsync.state.sql import OnConflict, ident, insert_sql
+from ragsync.state.sql import OnConflict, ident, insert_sql, row_params
 
 _TYPES = {str: "text", int: "bigint", float: "double precision", bytes: "bytea"}
 
@@ -139,14 +139,12 @@ class PgTable:
         replace: bool = False,
         ignore: bool = False,
     ) -> PgTable:
-        rows = list(records)
-        if not rows:
+        columns, params = row_params(records)
+        if not params:
             return self
-        columns = list(dict.fromkeys(key for row in rows for key in row))
         keys = [pk] if isinstance(pk, str) else list(pk or ())
         on_conflict: OnConflict = "update" if replace else "ignore" if ignore else "fail"
-        sql = insert_sql(self.name, columns, keys, on_conflict)
-        self.db.execute_many(sql, [[row.get(c) for c in columns] for row in rows])
+        self.db.execute_many(insert_sql(self.name, columns, keys, on_conflict), params)
         return self
 
     def upsert(self, record: Mapping[str, Any], pk: str | Sequence[str]) -> PgTable:
@@ -241,6 +239,11 @@ class PgDatabase:
     def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         with self._connection() as conn, conn.cursor() as cursor:
             cursor.executemany(_sql(sql), rows)
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether this thread holds a transaction (a connection pinned to it)."""
+        return getattr(self._local, "conn", None) is not None
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:

@@ -3,8 +3,8 @@ row batch, with what a key already present means (README "Architecture")."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
 
 OnConflict = Literal["fail", "update", "ignore"]
 
@@ -36,8 +36,21 @@ def insert_sql(
     )
     if on_conflict == "fail":
         return sql
+    assert key, f"insert_sql: on_conflict={on_conflict!r} needs the key columns"
     target = ", ".join(map(ident, key))
     updates = [f"{ident(c)} = excluded.{ident(c)}" for c in columns if c not in key]
     if on_conflict == "ignore" or not updates:
         return f"{sql} on conflict ({target}) do nothing"
     return f"{sql} on conflict ({target}) do update set {', '.join(updates)}"
+
+
+def row_params(rows: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """The columns of ``rows`` (every key any row has, in order of appearance) and each row's
+    values in that order (None for a column it lacks).
+
+    >>> row_params([{"a": 1}, {"a": 2, "b": 3}])
+    (['a', 'b'], [[1, None], [2, 3]])
+    """
+    rows = list(rows)
+    columns = list(dict.fromkeys(name for row in rows for name in row))
+    return columns, [[row.get(name) for name in columns] for row in rows]

@@ -20,7 +20,8 @@ import pytest
 from ragsync.models import DocumentStatus
 from ragsync.sync import Syncer
 from ragsync.testing import DevSite, FastEmbedder, StaticSite, stop_server
-from tests.support import make_config, sentences
+from ragsync.worker import Worker
+from tests.support import Clock, make_config, sentences
 
 BookSyncer = Callable[..., Syncer]
 
@@ -176,28 +177,77 @@ def test_a_start_page_that_redirects_temporarily_into_the_site_is_crawled_from_i
 
         assert result.ok and result.sources["book"].incomplete == []
         assert urls(syncer, book) == set(INDEXED)
-        assert result.counters.temporary_redirects == 1
+        assert result.counters.temporary_redirects == 0  # not a failure, nothing retried
         # the crawl stays under the target's directory, not "/" (the whole site)
         assert book.requests_to("/outside.html") == []
-    assert syncer.state.attempts.list("book") == []  # no failure, no retry
+    assert syncer.state.attempts.list("book") == []
 
 
-def test_a_start_page_redirected_elsewhere_leaves_the_crawl_incomplete_and_prunes_nothing(
+def test_workers_crawl_from_a_start_page_that_redirects_temporarily_under_its_target(
+    book, tmp_path, embedder
+):
+    book.redirect("/", "/book/", status=302)
+    clock = Clock()
+    source = {"id": "book", "kind": "crawl", "url": book.base_url + "/", "every": "1h"}
+    syncer = Syncer(make_config(tmp_path, [source]), embedder=embedder, clock=clock)
+    try:
+        for _ in range(4):  # each listing reaches one level past the pages read so far
+            Worker(syncer, poll=0.05).run(until_idle=True)
+            clock.advance(hours=2)
+        assert urls(syncer, book) == set(INDEXED)
+        assert book.requests_to("/outside.html") == []
+    finally:
+        syncer.close()
+
+
+def test_a_start_page_that_comes_to_redirect_elsewhere_is_followed_there_once_confirmed(
     book, crawler
 ):
     book.redirect("/", "/book/", status=302)
-    syncer = crawler(url=book.base_url + "/", missing_confirmations=1, missing_grace="0s")
+    syncer = crawler(url=book.base_url + "/", missing_confirmations=2, missing_grace="0s")
     syncer.run()
-    # a maintenance page with no links, while the pages still serve
+    # the site's default version changes (or its home page is sent to a maintenance
+    # directory for a while); the pages of the first one still serve
+    book.set_page("/v2/", *chapter("Version two", '<a href="page.html">On</a>'))
+    book.set_page("/v2/page.html", *chapter("A page of version two"))
+    book.redirect("/", "/v2/", status=302)
+
+    first = syncer.run()
+
+    (reason,) = first.sources["book"].incomplete
+    assert "redirects to" in reason and "/v2/" in reason and "seen 1 times" in reason
+    assert urls(syncer, book) == set(INDEXED)  # followed as before: nothing is unlisted
+    assert urls(syncer, book, DocumentStatus.SUSPECTED_MISSING) == set()
+    assert book.requests_to("/v2/page.html") == []
+
+    second = syncer.run()  # seen twice (missing_confirmations): the crawl follows /v2/
+
+    assert second.sources["book"].incomplete == []
+    assert {"/v2/", "/v2/page.html"} <= urls(syncer, book)
+    assert urls(syncer, book, DocumentStatus.SUSPECTED_MISSING) == set(INDEXED)
+
+
+@pytest.mark.parametrize(
+    ("start", "target"),
+    [
+        ("/", "/maintenance.html"),  # a page, not a directory: a maintenance window
+        ("/", "/"),  # itself
+        ("/docs/", "/book/"),  # not below the start page's directory
+        ("/", "/book/?session=1"),  # a query: another target on every pass
+    ],
+)
+def test_a_start_page_redirected_temporarily_elsewhere_fails_and_prunes_nothing(
+    book, crawler, start, target
+):
     book.set_page("/maintenance.html", *chapter("Down for maintenance"))
-    book.redirect("/", "/maintenance.html", status=302)
+    book.redirect(start, target, status=302)
+    syncer = crawler(url=book.base_url + start)
 
     result = syncer.run()
 
     (reason,) = result.sources["book"].incomplete
-    assert "now redirects to" in reason and "/maintenance.html" in reason
-    assert set(INDEXED) <= urls(syncer, book)
-    assert result.counters.tombstones_created == 0
+    assert "1 pages failed" in reason and "temporary redirect (HTTP 302)" in reason
+    assert result.counters.temporary_redirects == 1 and urls(syncer, book) == set()
 
 
 def test_a_start_page_with_content_that_redirects_temporarily_keeps_it(book, crawler):
