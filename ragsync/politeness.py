@@ -26,7 +26,9 @@ class HostPaused(Exception):
     def __init__(self, host: str, until: float):
         self.host = host
         self.until = until
-        super().__init__(f"{host} paused until {time.strftime('%H:%M:%S', time.gmtime(until))}")
+        super().__init__(
+            f"{host} paused until {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(until))}"
+        )
 
 
 class HostGate:

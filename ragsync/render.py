@@ -33,8 +33,9 @@ def moment_text(timestamp: str, now: datetime | None = None) -> str:
 def not_requested(sources: dict[str, Any], now: datetime | None = None) -> list[str]:
     """Why a source sent fewer requests than it could have: its listing not due (until when,
     by which cadence), pages not due yet, held back or deferred. Ends with the ``--all`` hint
-    when there is anything to say."""
+    when it would change anything: a paused host's pages wait for the pause with it too."""
     lines = []
+    helps = False
     for source_id, outcome in sources.items():
         counters, not_due = outcome["counters"], outcome.get("listing_not_due")
         parts = []
@@ -52,12 +53,13 @@ def not_requested(sources: dict[str, Any], now: datetime | None = None) -> list[
                 f"{counters['held_back']} page(s) held back (retry not due, dead letter or "
                 "needs attention)"
             )
+        helps = helps or bool(parts)
         if counters["deferred"]:
             parts.append(f"{counters['deferred']} page(s) deferred (host paused)")
         if parts:
             nothing = "nothing requested: " if not counters["requests_sent"] else ""
             lines.append(f"source {source_id}: {nothing}{'; '.join(parts)}")
-    if lines:
+    if helps:
         lines.append("use --all to request everything now")
     return lines
 

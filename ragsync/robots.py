@@ -26,6 +26,7 @@ from collections.abc import Callable
 from protego import Protego
 
 from ragsync.errors import FetchError
+from ragsync.politeness import HostPaused
 from ragsync.urls import host_of, split_url
 
 _BOM = "\ufeff"
@@ -165,6 +166,10 @@ class RobotsPolicy:
         try:
             text = self._get_text(f"{host}/robots.txt")
         except FetchError as exc:
+            if isinstance(exc.__cause__, HostPaused):
+                # The host is paused (Retry-After): not unreachable, its pages wait for the
+                # pause to end (deferred), and robots.txt is read then.
+                raise exc.__cause__ from None
             if exc.status is not None and 400 <= exc.status < 500:
                 return True  # RFC 9309 §2.3.1.3: unavailable → no restriction
             # §2.3.1.4: unreachable → assume complete disallow (for now: retried later) …
@@ -195,6 +200,10 @@ class RobotsPolicy:
                 wrote it (made absolute), not its canonical form. Its host may be spelled
                 either way (``host_of`` canonicalizes it), but its path and query are matched
                 as written. A URL that is not an absolute http(s) URL is not allowed.
+
+        Raises:
+            HostPaused: the host's robots.txt is not read yet and the host is paused (a
+                Retry-After past ``max_pause_wait``): its pages are deferred, not refused.
         """
         try:
             target = robots_target(url)

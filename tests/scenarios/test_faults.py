@@ -8,6 +8,8 @@ import time
 from datetime import UTC, datetime
 from email.utils import formatdate
 
+from ragsync.politeness import HostPaused
+from ragsync.render import not_requested
 from ragsync.sync import Syncer
 from ragsync.testing import DevSite
 from tests.support import Clock, example_pages, make_config, page, sentences, sitemap_source
@@ -234,4 +236,36 @@ def test_a_due_retry_is_requested_even_when_the_listing_and_the_page_are_not_due
         assert syncer.state.attempts.list("docs") == []
         syncer.close()
     finally:
+        site.stop()
+
+
+def test_a_long_retry_after_defers_the_hosts_pages_in_later_runs_too(tmp_path, embedder):
+    """A 429 with a Retry-After of two hours pauses the host past max_pause_wait. The next
+    run could not read robots.txt from the paused host either: every page failed as
+    "robots.txt unreachable", was retried on each run without a request, and reached the dead
+    letter. A paused host's pages are deferred until the pause ends, in every run."""
+    site = DevSite(example_pages(6))
+    site.start()
+    slow = {"Retry-After": "7200", "Content-Type": "text/plain"}
+    first_page = sorted(site.listed())[0]
+    site.fault = lambda path, headers: (429, slow, b"slow down") if path == first_page else None
+    syncer = syncer_for(tmp_path, site, embedder, fetch={"concurrency": 1})
+    try:
+        first = syncer.run()
+        assert any("HTTP 429" in error for error in first.sources["docs"].errors)
+        for _ in range(3):
+            asked = len(site.hits)
+            result = syncer.run(revalidate_all=True)
+
+            assert result.counters.deferred >= 5  # the known pages, due by their schedule
+            assert result.counters.fetch_errors == 0 and result.counters.retries_scheduled == 0
+            assert len(site.hits) == asked  # nothing is asked of the paused host
+            lines = not_requested(result.to_dict()["sources"])
+            assert "deferred (host paused)" in lines[0] and len(lines) == 1  # --all won't help
+        # a pause names its day: one of two hours can end tomorrow
+        assert str(HostPaused("h", 86400.0)) == "h paused until 1970-01-02 00:00:00 UTC"
+        failing = syncer.state.attempts.list("docs")
+        assert [row["state"] for row in failing] in ([], ["retrying"])  # the 429 page only
+    finally:
+        syncer.close()
         site.stop()
