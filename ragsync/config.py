@@ -261,6 +261,9 @@ class SourceConfig:
     missing_confirmations: int = bounded(2, ge=1)
     missing_grace: float = duration("1h")
     prune_unlisted: bool = True
+    # A complete listing that leaves out more than this share of the known pages is taken as
+    # broken (an empty sitemap, a home page without links), not as evidence: incomplete.
+    max_unlisted_share: float = bounded(0.5, ge=0.0, le=1.0)
     max_urls: int = bounded(1_000_000, ge=1)  # URLs read from one listing; more: incomplete
     # Hosts (globs, e.g. "*.example.org") beyond those of the source's own URLs it may fetch.
     allowed_hosts: tuple[str, ...] = checked(host_pattern, ())

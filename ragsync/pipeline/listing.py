@@ -205,13 +205,20 @@ class SourceListing:
         elif counters.out_of_scope == REFUSALS_NAMED + 1:
             self.discovery.warn("not requested: more listed URLs outside the source's hosts")
 
-    def unlisted(self) -> list[Listed]:
-        """Known pages the source no longer lists: verified by fetch, never dropped unseen."""
-        return [
-            (doc["doc_key"], Candidate(url=doc["canonical_url"]))
+    def unlisted(self) -> tuple[list[Listed], int]:
+        """Known pages the source no longer lists (verified by fetch, never dropped unseen),
+        and how many pages it knows (tombstones left out)."""
+        known = [
+            doc
             for doc in self.engine.state.documents.list(self.source.id)
-            if doc["doc_key"] not in self.seen and doc["status"] != DocumentStatus.TOMBSTONED
+            if doc["status"] != DocumentStatus.TOMBSTONED
         ]
+        unlisted = [
+            (doc["doc_key"], Candidate(url=doc["canonical_url"]))
+            for doc in known
+            if doc["doc_key"] not in self.seen
+        ]
+        return unlisted, len(known)
 
     def due(self, work: list[WorkItem]) -> tuple[list[WorkItem], int, int]:
         """The items due now: ``(due, held back, not due)``. Held back: a retry not yet due,

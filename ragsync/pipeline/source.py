@@ -109,11 +109,22 @@ class SourceSync:
             # Only a complete listing is evidence that a page it left out is gone. After an
             # incomplete one, the pages it did not list are checked on their own schedule, as
             # any page, and keep their state (README "Deletion safety").
+            unlisted, known = listed.unlisted()
+            if not self.report.incomplete and len(unlisted) > known * source.max_unlisted_share:
+                # An empty sitemap or a home page without links, most likely: a site rarely
+                # drops most of its pages at once (README "Deletion safety").
+                self.discovery.incomplete(
+                    f"the listing leaves out {len(unlisted)} of the {known} pages known "
+                    f"(more than max_unlisted_share = {source.max_unlisted_share:g}): "
+                    "taken as broken, not as evidence that they are gone"
+                )
+                self.report.incomplete = list(self.discovery.incomplete_reasons)
+                counters.listings_incomplete += 1
             complete = not self.report.incomplete
             if complete:  # a broken link no longer listed is no longer worth naming
                 self.engine.state.attempts.drop_missing(source.id, listed.seen)
-            unlisted = [(key, cand, complete) for key, cand in listed.unlisted()]
-            self.check(pool, listed, unlisted, queue=queue)
+            work = [(key, cand, complete) for key, cand in unlisted]
+            self.check(pool, listed, work, queue=queue)
         return self.report
 
     def batches(

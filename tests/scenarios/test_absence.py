@@ -353,3 +353,34 @@ def test_a_url_never_indexed_that_answered_404_is_asked_at_once_when_its_lastmod
     clock.advance(minutes=70)
     syncer.run()
     assert len(site.requests_to("/guide/gone")) == 2
+
+
+def test_a_complete_listing_that_leaves_out_most_pages_is_distrusted(world):
+    """An empty sitemap (a broken deploy), served whole with a 200: every page it left out
+    was fetched, answered 200, counted as missing, and the whole index was tombstoned
+    within two runs (new-user trial on the npm docs: 91 pages, 2,650 points)."""
+    site, clock, build = world
+    syncer = build(sitemap_source(site, missing_confirmations=1, missing_grace="0s"))
+    syncer.run()
+    known = {d["doc_key"] for d in syncer.state.documents.list("docs")}
+    empty = b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"/>'
+    xml = {"Content-Type": "application/xml"}
+    site.fault = lambda path, headers: (200, xml, empty) if path == "/sitemap.xml" else None
+
+    for _ in range(3):
+        clock.advance(minutes=40)
+        result = syncer.run()
+
+        (reason,) = result.sources["docs"].incomplete
+        assert f"leaves out {len(known)} of the {len(known)} pages known" in reason
+        assert result.counters.tombstones_created == 0
+    active = {d["doc_key"] for d in syncer.state.documents.list("docs") if d["status"] == "active"}
+    assert active == known
+
+    # one page of four dropped from the sitemap (and still served) is pruned as before
+    kept = sorted(site.listed())[1:]
+    site.fault = lambda path, headers: (
+        (200, xml, site.sitemap(kept)) if path == "/sitemap.xml" else None
+    )
+    clock.advance(minutes=40)
+    assert syncer.run().counters.tombstones_created == 1

@@ -204,7 +204,13 @@ def test_a_start_page_that_comes_to_redirect_elsewhere_is_followed_there_once_co
     book, crawler
 ):
     book.redirect("/", "/book/", status=302)
-    syncer = crawler(url=book.base_url + "/", missing_confirmations=2, missing_grace="0s")
+    # a whole new version leaves out most known pages: allowed here (max_unlisted_share)
+    syncer = crawler(
+        url=book.base_url + "/",
+        missing_confirmations=2,
+        missing_grace="0s",
+        max_unlisted_share=1.0,
+    )
     syncer.run()
     # the site's default version changes (or its home page is sent to a maintenance
     # directory for a while); the pages of the first one still serve
@@ -330,6 +336,21 @@ def test_an_indexed_page_that_comes_to_say_noindex_is_pruned_and_its_links_still
         assert result.sources["book"].incomplete == []
         assert urls(syncer, book) >= set(INDEXED) - {"/book/ch1.html"}  # ch3: linked from ch1
     assert urls(syncer, book, DocumentStatus.TOMBSTONED) == {"/book/ch1.html"}
+
+
+def test_a_start_page_that_loses_its_links_prunes_nothing(book, crawler):
+    # "We'll be back soon", served with a 200 in place of the home page: the crawl reaches
+    # it alone, and every other page (still served) would have counted as unlisted.
+    syncer = crawler(missing_confirmations=1, missing_grace="0s")
+    syncer.run()
+    book.set_page("/book/", *chapter("We'll be back soon"))
+
+    for _ in range(2):
+        result = syncer.run()
+
+        (reason,) = result.sources["book"].incomplete
+        assert "max_unlisted_share" in reason and result.counters.tombstones_created == 0
+    assert urls(syncer, book) == set(INDEXED)
 
 
 def test_a_crawl_cut_by_max_pages_is_incomplete_and_prunes_nothing(book, crawler):

@@ -446,10 +446,12 @@ def listing_problems(
     verdict, pages, children = expected
     if verdict == "broken" and not incomplete:
         problems.append(f"{case.case_id}: listing of a broken document is complete ({case.detail})")
-    if verdict == "whole" and not children and len(pages) <= MAX_URLS and incomplete:
+    # A whole document that lists few of the pages known is distrusted (max_unlisted_share):
+    # the only reason such a listing may give for being incomplete.
+    reasons = [reason for reason in incomplete if "max_unlisted_share" not in reason]
+    if verdict == "whole" and not children and len(pages) <= MAX_URLS and reasons:
         problems.append(
-            f"{case.case_id}: listing of a whole document is incomplete: {incomplete}"
-            f" ({case.detail})"
+            f"{case.case_id}: listing of a whole document is incomplete: {reasons} ({case.detail})"
         )
     if pages and not any("max_urls" in reason for reason in incomplete):
         listed = [Listed(case.case_id, url, case.detail) for url in pages]
