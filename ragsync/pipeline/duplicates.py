@@ -12,7 +12,8 @@ holds it, so nothing is lost.
 
 Only records checked in this pass can hold a page: a record not yet checked may be about to
 move away (a renamed page's old URL holds the content its new URL serves, until its 301 is
-seen), and the URL that stays is the one to keep.
+seen), and the URL that stays is the one to keep. The exception is an alias asked again: the
+record it stands for holds its page (:func:`alias_targets`).
 """
 
 from __future__ import annotations
@@ -65,7 +66,10 @@ def store_once(
     window = {o.page.doc_key for o in outcomes}
     hashes = sorted({digest for _, (_, digest, _) in served})
     holders: dict[tuple[str, str, str], Holder] = {}
-    for row in engine.state.documents.holding(source.id, hashes, checked_since):
+    for row in [
+        *engine.state.documents.holding(source.id, hashes, checked_since),
+        *alias_targets(engine, sorted(window)),
+    ]:
         if row["doc_key"] not in window:  # one this window changes may no longer hold it
             url = row["canonical_url"]
             content = (host_of(url), row["content_hash"] or "", row["title"] or "")
@@ -88,6 +92,19 @@ def store_once(
             answered=outcome.response_counter(),
         )
     return [duplicates.get(id(o), o) for o in outcomes]
+
+
+def alias_targets(engine: Engine, keys: Sequence[str]) -> list[Document]:
+    """The active records that those of ``keys`` that are aliases stand for: an alias asked
+    again (re-verified) that still serves its target's page stays its alias, whether or not
+    the target was checked in this pass. Before, a copy re-verified before its holder took
+    the page back, and the holder, checked later in the pass, was retired as its copy: a
+    removed and a restored change, and every point rewritten, at each re-verification."""
+    targets = engine.state.aliases.targets_of(keys)
+    if not targets:
+        return []
+    rows = engine.state.documents.get_many(sorted(set(targets.values())))
+    return [row for row in rows.values() if row["status"] == DocumentStatus.ACTIVE]
 
 
 def served_content(outcome: Outcome) -> tuple[str, str, str] | None:

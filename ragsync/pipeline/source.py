@@ -110,7 +110,8 @@ class SourceSync:
             # incomplete one, the pages it did not list are checked on their own schedule, as
             # any page, and keep their state (README "Deletion safety").
             unlisted, known = listed.unlisted()
-            if not self.report.incomplete and len(unlisted) > known * source.max_unlisted_share:
+            distrusted = len(unlisted) > known * source.max_unlisted_share
+            if self.prunable and not self.report.incomplete and distrusted:
                 # An empty sitemap or a home page without links, most likely: a site rarely
                 # drops most of its pages at once (README "Deletion safety").
                 self.discovery.incomplete(

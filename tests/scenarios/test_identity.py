@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from ragsync.sync import Syncer
 from ragsync.testing import DevSite
-from tests.support import example_pages, sitemap_source
+from tests.support import Clock, example_pages, make_config, sentences, sitemap_source
 
 
 def points_by_url(syncer):
@@ -350,4 +351,44 @@ def test_a_page_already_indexed_twice_is_stored_once_when_both_are_checked(make_
         assert document["tombstone_reason"] == f"same content as {site.base_url}/guide/page-0"
         assert set(points_by_url(syncer)) == {f"{site.base_url}/guide/page-0"}
     finally:
+        site.stop()
+
+
+def test_a_copy_asked_again_before_its_holder_in_a_pass_stays_an_alias(tmp_path, embedder):
+    """The npm docs serve package-json.html again as npm-json.html. When the copy's alias
+    was re-verified in a window before the one holding its holder, the copy took the page
+    back and the holder, checked later in the pass, was retired as its copy: a restored and
+    a removed change, and every point rewritten, at each re-verification."""
+    pages = example_pages(2)
+    pages["/y"] = pages["/guide/page-0"]
+    pages["/guide/x-long-copy"] = pages["/guide/page-0"]
+    del pages["/guide/page-0"]
+    site = DevSite(pages)
+    site.start()
+    clock = Clock()
+    source = sitemap_source(site, every="1h", max_interval="2h", **MOVE_AT_ONCE)
+    syncer = Syncer(make_config(tmp_path, [source]), embedder=embedder, clock=clock)
+    holder, copy = (f"docs:{site.base_url}{p}" for p in ("/y", "/guide/x-long-copy"))
+    try:
+        syncer.run()
+        assert syncer.state.aliases.targets("docs") == {copy: holder}
+        # 70 new pages and the copy's alias gone stale: the copy (asked again, listed as
+        # new) comes in the first window of the pass, its holder (unchanged) in the second
+        for i in range(70):
+            site.set_page(f"/more/page-{i}", f"More {i}", f"<p>{sentences(f'more {i}')}</p>")
+        site.set_page("/guide/x-long-copy", *pages["/y"])
+        clock.advance(hours=3)
+        points = {url for url in points_by_url(syncer) if "/more/" not in url}
+        changes = len(syncer.changes())
+
+        result = syncer.run()
+
+        assert len(site.requests_to("/guide/x-long-copy")) == 2  # re-verified
+        assert result.counters.tombstones_created == 0
+        assert syncer.state.documents.get(holder)["status"] == "active"
+        assert syncer.state.aliases.targets("docs") == {copy: holder}
+        assert {url for url in points_by_url(syncer) if "/more/" not in url} == points
+        assert len(syncer.changes()) == changes + 70  # the new pages only
+    finally:
+        syncer.close()
         site.stop()
