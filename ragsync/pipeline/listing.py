@@ -126,8 +126,10 @@ class SourceListing:
                 batch.append(item)
         yield self.candidates(batch), None
 
-    def candidates(self, found: Iterable[Candidate]) -> list[Listed]:
-        """Canonical, in-scope, de-duplicated candidates; newest ``lastmod`` first.
+    def candidates(self, found: Iterable[Candidate], *, in_order: bool = False) -> list[Listed]:
+        """Canonical, in-scope, de-duplicated candidates; newest ``lastmod`` first, or in the
+        order found (``in_order``: a crawl's level, in page order, so that ``max_pages`` takes
+        the same pages on every pass rather than new ones first).
 
         A URL known to redirect (an alias) stands for its target record, so a renamed page is
         requested once, at its new URL — until the alias is due for re-verification
@@ -183,6 +185,8 @@ class SourceListing:
             )
         if reverify:  # requested in this pass: confirmed again, or restored
             state.aliases.mark_verified(reverify, self.engine.now())
+        if in_order:
+            return list(unique.items())
 
         # Work order: new pages and pages whose lastmod moved first (lastmod is a hint for
         # ordering only: every listed page is revalidated all the same), then newest lastmod.

@@ -148,11 +148,12 @@ class SourceSync:
         level's pages not seen yet, until none are left or a cap is reached."""
         assert self.crawl is not None
         self.crawl.queue = queue
-        level = listed.candidates(item for item in found if isinstance(item, Candidate))
+        starts = (item for item in found if isinstance(item, Candidate))
+        level = listed.candidates(starts, in_order=True)
         while level := self.crawl.admit(level, listed.seen):
             self.report.counters.candidates_discovered += len(level)
             self.check(pool, listed, [(key, cand, False) for key, cand in level], queue=queue)
-            level = listed.candidates(self.crawl.next_level(level))
+            level = listed.candidates(self.crawl.next_level(level), in_order=True)
 
     def known(self, due: Sequence[tuple[str, str]]) -> SourceOutcome:
         """Check known pages ``(doc key, URL)`` whose own revisit (or retry) time came."""

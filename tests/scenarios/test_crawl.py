@@ -366,6 +366,22 @@ def test_a_crawl_cut_by_max_pages_is_incomplete_and_prunes_nothing(book, crawler
     assert urls(capped, book) == set(INDEXED)
 
 
+def test_a_capped_crawl_keeps_to_the_same_pages_on_every_pass(book, crawler):
+    # max_pages = 12 on the Node.js docs indexed 11 more pages on each `run --all`: pages
+    # never indexed were ordered first, so each pass took the next ones in.
+    syncer = crawler(max_pages=2)
+    first = syncer.run()
+    indexed = urls(syncer, book)
+    assert first.counters.documents_created == 2 == len(indexed)
+
+    for _ in range(2):
+        result = syncer.run()
+
+        assert "max_pages=2" in result.sources["book"].incomplete[0]
+        assert result.counters.documents_created == 0
+        assert urls(syncer, book) == indexed
+
+
 def test_a_crawl_cut_by_max_depth_is_incomplete(book, crawler):
     result = crawler(max_depth=1).run()
 
