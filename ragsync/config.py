@@ -440,6 +440,14 @@ def _read_source(reader: TableReader, raw: dict[str, Any], where: str) -> Source
     specific = {k: v for k, v in raw.items() if k not in _SOURCE_COMMON}
     for key in specific:
         if key not in option_names:
+            elsewhere = [
+                other
+                for other in source_kinds()
+                if key in {f.name for f in dataclasses.fields(source_class(other).Options)}
+            ]
+            if elsewhere:  # max_pages on a sitemap: a key of another kind
+                kinds = " and ".join(repr(other) for other in elsewhere)
+                reader.fail(f"{where}.{key}", f"not a key of {kind!r} sources, only of {kinds}")
             reader.unknown(f"{where}.{key}", option_names | _SOURCE_COMMON)
     source = reader.dataclass(SourceConfig, common, where, skip={"options"})
     if source.cron:

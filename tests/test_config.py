@@ -85,6 +85,11 @@ missing_grace = "2h"
         (MINIMAL + '\n[server]\nlisten_on = "x"\n', "server.listen_on", "did you mean"),
         (MINIMAL + '\n[[events]]\nsecret = "x"\n', "events[0].url", "missing required key"),
         ('[[sources]]\nid = "p"\nkind = "urls"\n', "sources[0].urls", "give `urls"),
+        (
+            MINIMAL.replace('kind = "sitemap"', 'kind = "sitemap"\nmax_pages = 5'),
+            "sources[0].max_pages",
+            "not a key of 'sitemap' sources, only of 'crawl' and 'http_api'",
+        ),
     ],
 )
 def test_bad_config_names_file_and_key(tmp_path, text, key, fragment):
