@@ -40,6 +40,7 @@ log = logging.getLogger("ragsync")
 # For a store without an IDF modifier: (document frequency by term, chunks counted).
 Frequencies = Callable[[Sequence[int]], tuple[Mapping[int, int], int]]
 ChunkCounts = Callable[[Sequence[str]], Mapping[str, int]]  # record keys → their chunks
+Suspected = Callable[[Sequence[str]], set[str]]  # those of the record keys suspected missing
 
 
 class NoSparseVectors(StoreError):
@@ -54,11 +55,13 @@ class IndexFacts:
         sparse_id: the encoder its points carry vectors of (None: dense only).
         frequencies: document frequencies, for a store that applies no IDF itself.
         chunk_counts: each page's number of chunks, by record key (:func:`with_coverage`).
+        suspected: which pages are suspected missing (:func:`collapse`).
     """
 
     sparse_id: str | None = None
     frequencies: Frequencies | None = None
     chunk_counts: ChunkCounts | None = None
+    suspected: Suspected | None = None
 
 
 def fuse(
@@ -131,12 +134,15 @@ def sparse_gate(lexical: Sequence[Hit], near: Sequence[Hit], margin: float) -> d
     }
 
 
-def collapse(*rankings: Sequence[Hit]) -> list[list[Hit]]:
+def collapse(*rankings: Sequence[Hit], suspected: Suspected | None = None) -> list[list[Hit]]:
     """Each ranking with one hit per chunk text, best first, so that a text held by several
     pages (an aggregate page repeating them all, such as a single-page edition) takes one
     place, not one per page.
 
-    A text's hit, the same in every ranking, is the one nearest its page's start (lowest
+    A text's hit, the same in every ranking, is on a page not suspected missing when it has
+    one (``suspected`` says which are, asked only about texts held more than once: a page
+    renamed without a redirect keeps its content under its old URL until it is tombstoned,
+    and the old URL answers 404), then the one nearest its page's start (lowest
     ``chunk_index``; then by record key): on a part of an aggregate page it sits far earlier
     than on the aggregate. It names the other pages in ``also`` and keeps each ranking's score.
 
@@ -152,9 +158,14 @@ def collapse(*rankings: Sequence[Hit]) -> list[list[Hit]]:
     for hits in rankings:
         for hit in hits:
             holders.setdefault(hit.text, {}).setdefault(hit.point_id, hit)
+    shared = [hit.doc_key for held in holders.values() if len(held) > 1 for hit in held.values()]
+    doubtful = suspected(sorted(set(shared))) if shared and suspected is not None else set()
     chosen: dict[str, Hit] = {}
     for text, held in holders.items():
-        home = min(held.values(), key=lambda hit: (hit.chunk_index, hit.doc_key, hit.point_id))
+        home = min(
+            held.values(),
+            key=lambda hit: (hit.doc_key in doubtful, hit.chunk_index, hit.doc_key, hit.point_id),
+        )
         others = sorted({hit.url for hit in held.values()} - {home.url})
         chosen[text] = dataclasses.replace(home, also=tuple(others))
     collapsed: list[list[Hit]] = []
@@ -217,17 +228,17 @@ def retrieve(
     # Texts held by several pages take one place each (collapse): a single ranking asks for
     # twice k so that k remain; hybrid's candidates are many more than k already.
     if mode == "dense":
-        [hits] = collapse(store.search(embed(query), 2 * k, source))
+        [hits] = collapse(store.search(embed(query), 2 * k, source), suspected=index.suspected)
         return [dataclasses.replace(h, dense_score=h.score) for h in hits[:k]]
     candidates = 2 * k if mode == "sparse" else max(k, CANDIDATES)
     lexical = store.search_sparse(sparse_query(query, store, index), candidates, source)
     if mode == "sparse":
-        [hits] = collapse(lexical)
+        [hits] = collapse(lexical, suspected=index.suspected)
         return [dataclasses.replace(h, sparse_score=h.score) for h in hits[:k]]
     near = store.search(
         embed(query), max(k, GATE_CANDIDATES if gate_margin else CANDIDATES), source
     )
-    dense, lexical = collapse(near[: max(k, CANDIDATES)], lexical)
+    dense, lexical = collapse(near[: max(k, CANDIDATES)], lexical, suspected=index.suspected)
     gate = sparse_gate(lexical, near, gate_margin) if gate_margin else None
     fused = fuse(dense, lexical, len(dense) + len(lexical), sparse_weight=sparse_weight, gate=gate)
     if page_weight and index.chunk_counts is not None:
@@ -270,4 +281,5 @@ def index_facts(state: Any, collection: str) -> IndexFacts:
     its pages' sizes."""
     sparse_id = state.index.get_collection_sparse(collection)
     frequencies = partial(state.terms.frequencies, collection)
-    return IndexFacts(sparse_id, frequencies, state.documents.chunk_counts)
+    documents = state.documents
+    return IndexFacts(sparse_id, frequencies, documents.chunk_counts, documents.suspected_of)

@@ -28,6 +28,12 @@ class Documents(Repository):
             row["doc_key"]: cast(DocumentRow, row) for row in self.state.query_in(sql, doc_keys)
         }
 
+    def suspected_of(self, doc_keys: Sequence[str]) -> set[str]:
+        """Those of ``doc_keys`` whose pages are suspected missing."""
+        sql = "select doc_key from documents where status = ? and doc_key in ({marks})"
+        rows = self.state.query_in(sql, doc_keys, [DocumentStatus.SUSPECTED_MISSING])
+        return {row["doc_key"] for row in rows}
+
     def chunk_counts(self, doc_keys: Sequence[str]) -> dict[str, int]:
         """The number of chunks of each document among ``doc_keys`` that exists."""
         sql = "select doc_key, chunk_count from documents where doc_key in ({marks})"

@@ -384,3 +384,25 @@ def test_a_complete_listing_that_leaves_out_most_pages_is_distrusted(world):
     )
     clock.advance(minutes=40)
     assert syncer.run().counters.tombstones_created == 1
+
+
+def test_search_names_the_live_page_of_a_page_renamed_without_a_redirect(world):
+    """Valgrind's dist.readme-s390.html renamed dist.readme-zseries.html, the old URL now
+    a 404: until the old record is tombstoned both hold the same chunks, and search named
+    the old URL, by record key order, with the live one in ``also``."""
+    site, clock, build = world
+    site.set_page("/guide/a-old-name", "Mainframes", f"<p>{sentences('zseries mainframe')}</p>")
+    syncer = build()
+    syncer.run()
+    site.set_page("/guide/b-new-name", "Mainframes", f"<p>{sentences('zseries mainframe')}</p>")
+    site.remove_page("/guide/a-old-name")
+    clock.advance(minutes=40)
+    syncer.run()
+    old = syncer.state.documents.get(f"docs:{site.base_url}/guide/a-old-name")
+    assert old["status"] == "suspected_missing"  # its content stays retrievable
+
+    for mode in ("dense", "sparse", "hybrid"):
+        top = syncer.search("zseries mainframe", k=3, mode=mode)[0]
+
+        assert top.url == f"{site.base_url}/guide/b-new-name", mode
+        assert top.also == (f"{site.base_url}/guide/a-old-name",), mode
