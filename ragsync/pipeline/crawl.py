@@ -41,7 +41,7 @@ log = logging.getLogger("ragsync")
 
 Validators = tuple[str | None, str | None]
 """``(etag, last_modified)``."""
-FAILURES_NAMED = 5  # pages that failed named per level in the incomplete reason; the rest counted
+FAILURES_NAMED = 5  # pages named per level in an incomplete reason; the rest counted
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,16 @@ def start_pages(source: SourceConfig, urls: Sequence[str]) -> Iterator[tuple[str
         except ValueError:
             continue
         yield canonical_record_key(source.id, canonical), canonical
+
+
+def named(items: Sequence[str]) -> str:
+    """The first :data:`FAILURES_NAMED` of ``items``, and how many more there are.
+
+    >>> named(["a", "b"])
+    'a; b'
+    """
+    more = len(items) - FAILURES_NAMED
+    return "; ".join(items[:FAILURES_NAMED]) + (f" (and {more} more)" if more > 0 else "")
 
 
 def gone(documents: dict[str, Document], key: str) -> bool:
@@ -389,7 +399,7 @@ class Crawl:
         )
         stored = self.engine.state.crawl_links.links([*keys, *readers.values()])
         failed: list[str] = []
-        unknown = 0
+        unknown: list[str] = []
         links: dict[str, None] = {}
         for key, candidate in level:
             checked = checks.get(key)
@@ -397,19 +407,16 @@ class Crawl:
                 failed.append(f"{candidate.url}: {checked.failure}")
             found = stored.get(readers.get(key, key))
             if found is None:
-                unknown += self.links_unknown(checked, documents.get(key))
+                if self.links_unknown(checked, documents.get(key)):
+                    unknown.append(candidate.url)
                 continue
             links.update(dict.fromkeys(found))
         if failed:
-            named = "; ".join(failed[:FAILURES_NAMED])
-            more = (
-                f" (and {len(failed) - FAILURES_NAMED} more)"
-                if len(failed) > FAILURES_NAMED
-                else ""
-            )
-            self.discovery.incomplete(f"crawl: {len(failed)} pages failed: {named}{more}")
+            self.discovery.incomplete(f"crawl: {len(failed)} pages failed: {named(failed)}")
         if unknown:
-            self.discovery.incomplete(f"crawl: the links of {unknown} pages are not known yet")
+            self.discovery.incomplete(
+                f"crawl: the links of {len(unknown)} pages are not known yet: {named(unknown)}"
+            )
         return [Candidate(url=url) for url in links if self.follows(url)]
 
     def links_unknown(self, checked: Checked | None, document: Document | None) -> bool:
