@@ -192,12 +192,17 @@ class DiscoveryContext:
         self.outcome.ok = False
         self.outcome.errors.append(message)
 
-    def incomplete(self, reason: str) -> None:
+    def incomplete(self, reason: str, *, chosen: bool = False) -> None:
         """Record that the listing misses what it should have listed (a document that could not
         be read, a cap reached), naming the URL and why; also a warning, like :meth:`warn`.
-        Pages absent from an incomplete listing are not evidence of anything."""
+        Pages absent from an incomplete listing are not evidence of anything. ``chosen``: a
+        bound the source's configuration sets (a crawl's ``max_pages`` or ``max_depth``) was
+        reached: named all the same, but no warning, and the source stays ok."""
         self._incomplete.append(reason)
-        self.warn(reason)
+        if chosen:
+            log.info(reason)
+        else:
+            self.warn(reason)
 
     @property
     def incomplete_reasons(self) -> list[str]:

@@ -282,13 +282,15 @@ class Crawl:
         if self.depth > self.crawler.max_depth:
             self.discovery.incomplete(
                 f"crawl cut at max_depth={self.crawler.max_depth}: "
-                f"{len(level)} pages linked at depth {self.depth} not followed"
+                f"{len(level)} pages linked at depth {self.depth} not followed",
+                chosen=True,
             )
             room = 0
-        elif len(level) > room:
+        elif len(level) > room > 0:  # once cut, the deeper levels go unsaid
             self.discovery.incomplete(
                 f"crawl cut at max_pages={self.crawler.max_pages}: "
-                f"{len(level) - room} pages linked at depth {self.depth} not followed"
+                f"{len(level) - room} pages linked at depth {self.depth} not followed",
+                chosen=True,
             )
         admitted, dropped = level[:room], level[room:]
         seen.difference_update(key for key, _ in dropped)
