@@ -170,18 +170,22 @@ def earliest_tombstone(
 ) -> tuple[int, float]:
     """For a page suspected missing ``count`` times since ``since``: how many more
     observations a tombstone needs, and the earliest Unix time a check can make it (both
-    ``confirmations`` and ``grace``, as :func:`missing_step`, and not before the page's next
-    check ``next_check``). With more than one observation still needed, each is a later check.
+    ``confirmations`` and ``grace``, as :func:`missing_step`). With one observation left, any
+    check from then on can (``run --all`` asks before the page's next check ``next_check``);
+    with more, each is a later check, so not before ``next_check``.
 
     Example::
 
         >>> earliest_tombstone(1, 100.0, 50.0, confirmations=2, grace=3600)
         (1, 3700.0)
+        >>> earliest_tombstone(1, 100.0, 9000.0, confirmations=2, grace=3600)
+        (1, 3700.0)
         >>> earliest_tombstone(1, 100.0, 5000.0, confirmations=3, grace=3600)
         (2, 5000.0)
     """
     needed = max(1, confirmations - count)
-    return needed, max(since + grace, next_check if next_check is not None else since)
+    later = next_check if needed > 1 and next_check is not None else since
+    return needed, max(since + grace, later)
 
 
 def coverage_gaps(windows: list[tuple[str, str]]) -> list[tuple[str, str]]:
