@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ragsync.errors import ConfigError
 from ragsync.models import Candidate
-from ragsync.protocols import DiscoveryContext
+from ragsync.protocols import CRAWL_MAX_DEPTH, CRAWL_MAX_PAGES, DiscoveryContext
 from ragsync.tables import bounded
 from ragsync.urls import require_http_url
 
@@ -28,8 +28,8 @@ from ragsync.urls import require_http_url
 class CrawlOptions:
     url: str | None = None  # the start page …
     urls: tuple[str, ...] = ()  # … and/or several
-    max_depth: int = bounded(50, ge=0)  # link hops from a start page (mdBook's chain needs 16+)
-    max_pages: int = bounded(50_000, ge=1)  # pages in one crawl
+    max_depth: int = bounded(CRAWL_MAX_DEPTH, ge=0)  # link hops (mdBook's chain needs 16+)
+    max_pages: int = bounded(CRAWL_MAX_PAGES, ge=1)  # pages in one crawl
 
 
 class CrawlSource:

@@ -421,6 +421,17 @@ def _check_together(reader: TableReader, config: Config) -> None:
         urls.add(event.url)
 
 
+def _has_option(kind: str, key: str) -> bool:
+    """Whether sources of ``kind`` take the key ``key`` (False when its connector cannot be
+    loaded: the message about the key at fault comes first)."""
+    from ragsync.registry import source_class
+
+    try:
+        return key in {f.name for f in dataclasses.fields(source_class(kind).Options)}
+    except Exception:
+        return False
+
+
 def _read_source(reader: TableReader, raw: dict[str, Any], where: str) -> SourceConfig:
     from ragsync.registry import source_class, source_kinds  # never a connector by name
 
@@ -440,11 +451,7 @@ def _read_source(reader: TableReader, raw: dict[str, Any], where: str) -> Source
     specific = {k: v for k, v in raw.items() if k not in _SOURCE_COMMON}
     for key in specific:
         if key not in option_names:
-            elsewhere = [
-                other
-                for other in source_kinds()
-                if key in {f.name for f in dataclasses.fields(source_class(other).Options)}
-            ]
+            elsewhere = [other for other in source_kinds() if _has_option(other, key)]
             if elsewhere:  # max_pages on a sitemap: a key of another kind
                 kinds = " and ".join(repr(other) for other in elsewhere)
                 reader.fail(f"{where}.{key}", f"not a key of {kind!r} sources, only of {kinds}")

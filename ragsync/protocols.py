@@ -92,6 +92,12 @@ class Source(Protocol):
     def discover(self, ctx: DiscoveryContext) -> Iterator[Candidate | Checkpoint]: ...
 
 
+# A crawl's bounds by default; a source that sets another value chose its bound, and reaching it
+# is no warning (README "Discovery").
+CRAWL_MAX_DEPTH = 50
+CRAWL_MAX_PAGES = 50_000
+
+
 @runtime_checkable
 class Crawler(Protocol):
     """A source whose listing is a crawl: ``discover`` yields its start pages, and the engine

@@ -21,6 +21,7 @@ Lines longer than Google's limit (8 × 2083 bytes) are cut there, as Google's pa
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 
 from protego import Protego
@@ -158,6 +159,7 @@ class RobotsPolicy:
         self._rules: dict[str, Protego | bool] = {}
         self._unreachable: dict[str, str] = {}
         self._lasting: set[str] = set()
+        self._paused: dict[str, HostPaused] = {}  # hosts paused when their robots.txt was due
         self.requests = 0
 
     def _load(self, host: str) -> Protego | bool:
@@ -168,7 +170,9 @@ class RobotsPolicy:
         except FetchError as exc:
             if isinstance(exc.__cause__, HostPaused):
                 # The host is paused (Retry-After): not unreachable, its pages wait for the
-                # pause to end (deferred), and robots.txt is read then.
+                # pause to end (deferred), and robots.txt is read then: in a later pass, not
+                # asked again for each page of this one.
+                self._paused[host] = exc.__cause__
                 raise exc.__cause__ from None
             if exc.status is not None and 400 <= exc.status < 500:
                 return True  # RFC 9309 §2.3.1.3: unavailable → no restriction
@@ -210,6 +214,9 @@ class RobotsPolicy:
         except ValueError:
             return False
         host = host_of(url)
+        paused = self._paused.get(host)
+        if paused is not None and paused.until > time.time():
+            raise paused
         if host not in self._rules:
             self._rules[host] = self._load(host)
         rules = self._rules[host]

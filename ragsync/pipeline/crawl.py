@@ -32,7 +32,7 @@ from ragsync.pipeline.context import Engine
 from ragsync.pipeline.listing import Listed
 from ragsync.pipeline.outcomes import Document, Failed, Missing, NotModified, Outcome, Skipped
 from ragsync.policy import missing_step
-from ragsync.protocols import Crawler
+from ragsync.protocols import CRAWL_MAX_DEPTH, CRAWL_MAX_PAGES, Crawler
 from ragsync.scope import Scope, hostname
 from ragsync.state.crawl import LinksRow
 from ragsync.urls import canonical_url, start_directory, with_slash
@@ -148,6 +148,7 @@ class Crawl:
                 self.stay_under(key, links[0])
         self.depth = -1  # of the level being checked; the start pages are depth 0
         self.pages = 0  # pages admitted so far
+        self.cut = False  # max_pages reached: the listing is incomplete
         self.checked: dict[str, Checked] = {}  # the level's pages checked so far, by key
         # Of the window being checked: why each page without a record was read for its links
         # only ("noindex", "not_text"), and the pages whose stored links are not empty.
@@ -283,14 +284,15 @@ class Crawl:
             self.discovery.incomplete(
                 f"crawl cut at max_depth={self.crawler.max_depth}: "
                 f"{len(level)} pages linked at depth {self.depth} not followed",
-                chosen=True,
+                chosen=self.crawler.max_depth != CRAWL_MAX_DEPTH,
             )
             room = 0
-        elif len(level) > room > 0:  # once cut, the deeper levels go unsaid
+        elif len(level) > room and not self.cut:  # named once: deeper levels are cut too
+            self.cut = True
             self.discovery.incomplete(
                 f"crawl cut at max_pages={self.crawler.max_pages}: "
                 f"{len(level) - room} pages linked at depth {self.depth} not followed",
-                chosen=True,
+                chosen=self.crawler.max_pages != CRAWL_MAX_PAGES,
             )
         admitted, dropped = level[:room], level[room:]
         seen.difference_update(key for key, _ in dropped)

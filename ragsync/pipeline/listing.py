@@ -8,14 +8,14 @@ comes up once however often it is listed, and reads once when each known page is
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import timedelta
 
 from ragsync.clock import iso
 from ragsync.config import SourceConfig
 from ragsync.discovery import DiscoveryContext
 from ragsync.identity import api_record_key, canonical_record_key
-from ragsync.models import Candidate, Checkpoint, DocumentStatus
+from ragsync.models import Candidate, Checkpoint
 from ragsync.pipeline.context import Engine
 from ragsync.scope import Scope
 from ragsync.urls import canonical_url, clean_url, in_scope
@@ -112,6 +112,7 @@ class SourceListing:
         # Pages that came up in this pass: never twice (pages committed during the run are
         # absent from ``info``).
         self.seen: set[str] = set()
+        self.reverifying: set[str] = set()  # aliases of a crawl level, asked once admitted
 
     def batches(
         self, found: Iterator[Candidate | Checkpoint]
@@ -183,10 +184,11 @@ class SourceListing:
                 priority=candidate.priority,
                 published=published if published != url else None,
             )
+        if in_order:  # a crawl's level: only the pages its caps admit are requested
+            self.reverifying.update(reverify)
+            return list(unique.items())
         if reverify:  # requested in this pass: confirmed again, or restored
             state.aliases.mark_verified(reverify, self.engine.now())
-        if in_order:
-            return list(unique.items())
 
         # Work order: new pages and pages whose lastmod moved first (lastmod is a hint for
         # ordering only: every listed page is revalidated all the same), then newest lastmod.
@@ -196,6 +198,14 @@ class SourceListing:
             return candidate.priority, moved, candidate.lastmod or ""
 
         return sorted(unique.items(), key=order, reverse=True)
+
+    def admitted(self, level: Sequence[Listed]) -> None:
+        """The pages of a crawl level its caps admitted: an alias among them is asked again
+        in this pass (re-verified)."""
+        keys = [key for key, _ in level if key in self.reverifying]
+        if keys:
+            self.engine.state.aliases.mark_verified(keys, self.engine.now())
+            self.reverifying.difference_update(keys)
 
     def refused(self, reason: str, key: str) -> None:
         """Record a listed URL outside the scope: counted, and named in the run report (the
@@ -209,20 +219,13 @@ class SourceListing:
         elif counters.out_of_scope == REFUSALS_NAMED + 1:
             self.discovery.warn("not requested: more listed URLs outside the source's hosts")
 
-    def unlisted(self) -> tuple[list[Listed], int]:
-        """Known pages the source no longer lists (verified by fetch, never dropped unseen),
-        and how many pages it knows (tombstones left out)."""
-        known = [
-            doc
-            for doc in self.engine.state.documents.list(self.source.id)
-            if doc["status"] != DocumentStatus.TOMBSTONED
+    def unlisted(self) -> list[Listed]:
+        """Known pages the source no longer lists: verified by fetch, never dropped unseen."""
+        return [
+            (key, Candidate(url=url))
+            for key, url in self.engine.state.documents.in_force(self.source.id).items()
+            if key not in self.seen
         ]
-        unlisted = [
-            (doc["doc_key"], Candidate(url=doc["canonical_url"]))
-            for doc in known
-            if doc["doc_key"] not in self.seen
-        ]
-        return unlisted, len(known)
 
     def due(self, work: list[WorkItem]) -> tuple[list[WorkItem], int, int]:
         """The items due now: ``(due, held back, not due)``. Held back: a retry not yet due,

@@ -95,38 +95,54 @@ class SourceSync:
         shared work queue instead), then the known pages a complete listing left out."""
         source, counters = self.source, self.report.counters
         listed = self._listed()
+        # The pages known before the listing: it may commit new ones (README "Deletion safety")
+        known = self.engine.state.documents.in_force(source.id) if self.prunable else {}
         found = guarded(self.connector.discover(self.discovery), self.discovery, source)
         with self._pool() as pool:
             if self.crawl is not None:
                 self.crawl_levels(pool, listed, found, queue=queue)
             else:
                 self.batches(pool, listed, found, queue=queue)
+            # Only a complete listing is evidence that a page it left out is gone. After an
+            # incomplete one, the pages it did not list are checked on their own schedule, as
+            # any page, and keep their state (README "Deletion safety").
+            distrusted = bool(known) and not self.discovery.incomplete_reasons
+            distrusted = distrusted and self.distrust(listed, known)
             self.report.incomplete = list(self.discovery.incomplete_reasons)
             if self.report.incomplete:
                 counters.listings_incomplete += 1
             if self.listing_kind == "changes":
                 return self.report
-            # Only a complete listing is evidence that a page it left out is gone. After an
-            # incomplete one, the pages it did not list are checked on their own schedule, as
-            # any page, and keep their state (README "Deletion safety").
-            unlisted, known = listed.unlisted()
-            distrusted = len(unlisted) > known * source.max_unlisted_share
-            if self.prunable and not self.report.incomplete and distrusted:
-                # An empty sitemap or a home page without links, most likely: a site rarely
-                # drops most of its pages at once (README "Deletion safety").
-                self.discovery.incomplete(
-                    f"the listing leaves out {len(unlisted)} of the {known} pages known "
-                    f"(more than max_unlisted_share = {source.max_unlisted_share:g}): "
-                    "taken as broken, not as evidence that they are gone"
-                )
-                self.report.incomplete = list(self.discovery.incomplete_reasons)
-                counters.listings_incomplete += 1
             complete = not self.report.incomplete
             if complete:  # a broken link no longer listed is no longer worth naming
                 self.engine.state.attempts.drop_missing(source.id, listed.seen)
-            work = [(key, cand, complete) for key, cand in unlisted]
+            # A page the source's scope no longer has goes all the same: that is the
+            # configuration's decision, not the distrusted listing's evidence.
+            work = [
+                (key, cand, complete or (distrusted and self.out_of_scope(cand.url)))
+                for key, cand in listed.unlisted()
+            ]
             self.check(pool, listed, work, queue=queue)
         return self.report
+
+    def distrust(self, listed: SourceListing, known: dict[str, str]) -> bool:
+        """Whether a complete listing leaves out more than ``max_unlisted_share`` of the pages
+        in scope known before it (an empty sitemap, a home page without links: a site rarely
+        drops most of its pages at once); it is then incomplete (README "Deletion safety")."""
+        in_scope = [key for key, url in known.items() if not self.out_of_scope(url)]
+        left_out = [key for key in in_scope if key not in listed.seen]
+        share = self.source.max_unlisted_share
+        if len(left_out) <= len(in_scope) * share:
+            return False
+        self.discovery.incomplete(
+            f"the listing leaves out {len(left_out)} of the {len(in_scope)} pages known "
+            f"(more than max_unlisted_share = {share:g}): taken as broken, not as evidence "
+            "that they are gone"
+        )
+        return True
+
+    def out_of_scope(self, url: str) -> bool:
+        return self.scope.refuse_page(url) is not None
 
     def batches(
         self, pool: ThreadPoolExecutor, listed: SourceListing, found: Found, *, queue: bool
@@ -151,6 +167,7 @@ class SourceSync:
         starts = (item for item in found if isinstance(item, Candidate))
         level = listed.candidates(starts, in_order=True)
         while level := self.crawl.admit(level, listed.seen):
+            listed.admitted(level)
             self.report.counters.candidates_discovered += len(level)
             self.check(pool, listed, [(key, cand, False) for key, cand in level], queue=queue)
             level = listed.candidates(self.crawl.next_level(level), in_order=True)

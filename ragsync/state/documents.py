@@ -28,6 +28,12 @@ class Documents(Repository):
             row["doc_key"]: cast(DocumentRow, row) for row in self.state.query_in(sql, doc_keys)
         }
 
+    def in_force(self, source_id: str) -> dict[str, str]:
+        """``{record key: canonical URL}`` of the source's records not tombstoned."""
+        sql = "select doc_key, canonical_url from documents where source_id = ? and status != ?"
+        rows = self.db.query(sql, [source_id, DocumentStatus.TOMBSTONED])
+        return {row["doc_key"]: row["canonical_url"] for row in rows}
+
     def suspected_of(self, doc_keys: Sequence[str]) -> set[str]:
         """Those of ``doc_keys`` whose pages are suspected missing."""
         sql = "select doc_key from documents where status = ? and doc_key in ({marks})"

@@ -378,6 +378,20 @@ def test_a_complete_listing_that_leaves_out_most_pages_is_distrusted(world):
     assert active == known
 
     # one page of four dropped from the sitemap (and still served) is pruned as before
+    # a sitemap swapped for one of as many new pages: the new ones, committed during the
+    # listing, do not count as known before it
+    fresh = [f"/other/page-{i}" for i in range(len(known))]
+    for path in fresh:
+        site.set_page(path, f"Other {path}", f"<p>{sentences(path)}</p>")
+    site.fault = lambda path, headers: (
+        (200, xml, site.sitemap(fresh)) if path == "/sitemap.xml" else None
+    )
+    clock.advance(minutes=40)
+    result = syncer.run()
+    assert "max_unlisted_share" in result.sources["docs"].incomplete[0]
+    assert result.counters.tombstones_created == 0
+
+    # one page of the first four dropped from the sitemap (and still served) is pruned
     kept = sorted(site.listed())[1:]
     site.fault = lambda path, headers: (
         (200, xml, site.sitemap(kept)) if path == "/sitemap.xml" else None
@@ -386,23 +400,24 @@ def test_a_complete_listing_that_leaves_out_most_pages_is_distrusted(world):
     assert syncer.run().counters.tombstones_created == 1
 
 
-def test_search_names_the_live_page_of_a_page_renamed_without_a_redirect(world):
-    """Valgrind's dist.readme-s390.html renamed dist.readme-zseries.html, the old URL now
-    a 404: until the old record is tombstoned both hold the same chunks, and search named
-    the old URL, by record key order, with the live one in ``also``."""
-    site, clock, build = world
-    site.set_page("/guide/a-old-name", "Mainframes", f"<p>{sentences('zseries mainframe')}</p>")
-    syncer = build()
-    syncer.run()
-    site.set_page("/guide/b-new-name", "Mainframes", f"<p>{sentences('zseries mainframe')}</p>")
-    site.remove_page("/guide/a-old-name")
-    clock.advance(minutes=40)
-    syncer.run()
-    old = syncer.state.documents.get(f"docs:{site.base_url}/guide/a-old-name")
-    assert old["status"] == "suspected_missing"  # its content stays retrievable
+def test_pages_a_narrowed_scope_leaves_out_are_pruned_though_they_are_most(
+    world, tmp_path, embedder
+):
+    """`include` narrowed to one page of four is the configuration's decision, not a broken
+    listing: the pages it leaves out go, though they are more than max_unlisted_share."""
+    site, clock, _ = world
+    rule = {"missing_confirmations": 1, "missing_grace": "0s"}
+    first = Syncer(make_config(tmp_path / "n", [sitemap_source(site, **rule)]), embedder=embedder)
+    first.run()
+    known = len(first.state.documents.list("docs"))
+    first.close()
+    one = sorted(site.listed())[0]
+    narrowed = sitemap_source(site, include=[f"*{one}"], **rule)
+    syncer = Syncer(make_config(tmp_path / "n", [narrowed]), embedder=embedder)
+    try:
+        result = syncer.run()
 
-    for mode in ("dense", "sparse", "hybrid"):
-        top = syncer.search("zseries mainframe", k=3, mode=mode)[0]
-
-        assert top.url == f"{site.base_url}/guide/b-new-name", mode
-        assert top.also == (f"{site.base_url}/guide/a-old-name",), mode
+        assert result.sources["docs"].incomplete == []
+        assert result.counters.tombstones_created == known - 1
+    finally:
+        syncer.close()

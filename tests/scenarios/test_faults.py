@@ -260,6 +260,7 @@ def test_a_long_retry_after_defers_the_hosts_pages_in_later_runs_too(tmp_path, e
             assert result.counters.deferred >= 5  # the known pages, due by their schedule
             assert result.counters.fetch_errors == 0 and result.counters.retries_scheduled == 0
             assert len(site.hits) == asked  # nothing is asked of the paused host
+            assert result.counters.requests_sent <= 2  # robots.txt once, and the sitemap
             lines = not_requested(result.to_dict()["sources"])
             assert "deferred (host paused)" in lines[0] and len(lines) == 1  # --all won't help
         # a pause names its day: one of two hours can end tomorrow

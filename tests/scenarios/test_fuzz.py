@@ -444,11 +444,11 @@ def listing_problems(
     if expected is None:
         return problems
     verdict, pages, children = expected
-    if verdict == "broken" and not incomplete:
-        problems.append(f"{case.case_id}: listing of a broken document is complete ({case.detail})")
     # A whole document that lists few of the pages known is distrusted (max_unlisted_share):
-    # the only reason such a listing may give for being incomplete.
+    # not a reason a broken document may rely on, nor one a whole one may not give.
     reasons = [reason for reason in incomplete if "max_unlisted_share" not in reason]
+    if verdict == "broken" and not reasons:
+        problems.append(f"{case.case_id}: listing of a broken document is complete ({case.detail})")
     if verdict == "whole" and not children and len(pages) <= MAX_URLS and reasons:
         problems.append(
             f"{case.case_id}: listing of a whole document is incomplete: {reasons} ({case.detail})"
