@@ -136,8 +136,9 @@ class SourceSync:
             return False
         self.discovery.incomplete(
             f"the listing leaves out {len(left_out)} of the {len(in_scope)} pages known "
-            f"(more than max_unlisted_share = {share:g}): taken as broken, not as evidence "
-            "that they are gone"
+            f"(more than max_unlisted_share = {share:g}): taken as broken, so leaving it out "
+            "is no evidence that a page is gone; each is still checked on its own schedule, "
+            "and one that answers 404 goes by the missing-page rule"
         )
         return True
 

@@ -421,3 +421,23 @@ def test_pages_a_narrowed_scope_leaves_out_are_pruned_though_they_are_most(
         assert result.counters.tombstones_created == known - 1
     finally:
         syncer.close()
+
+
+def test_pages_that_answer_404_go_though_the_listing_that_left_them_out_is_distrusted(world):
+    """The npm docs with 74 of 91 pages gone (404) and dropped from the sitemap: the listing is
+    distrusted, but each page's own 404 is evidence, and the missing-page rule removes them."""
+    site, clock, build = world
+    syncer = build(sitemap_source(site, missing_confirmations=1, missing_grace="0s"))
+    syncer.run()
+    known = len(syncer.state.documents.list("docs"))
+    for path in sorted(site.listed())[1:]:
+        site.remove_page(path)
+    clock.advance(hours=2)  # every page due again
+
+    result = syncer.run()
+
+    assert "max_unlisted_share" in result.sources["docs"].incomplete[0]
+    assert (
+        "one that answers 404 goes by the missing-page rule" in result.sources["docs"].incomplete[0]
+    )
+    assert result.counters.tombstones_created == known - 1
