@@ -143,7 +143,10 @@ class Crawl:
         # Where a start page moved in a past pass, or leads as an entry (settle).
         for key, target in engine.state.aliases.targets_of(sorted(self.start_keys)).items():
             self.narrow(key, target)
-        for key, (links, skipped, _) in engine.state.crawl_links.rows(self.start_keys).items():
+        # The start pages' stored links as this pass begins (only the crawl writes them, once
+        # per pass): what an entry led to before (settle).
+        self.start_rows = engine.state.crawl_links.rows(self.start_keys)
+        for key, (links, skipped, _) in self.start_rows.items():
             if skipped == "entry" and links:
                 self.stay_under(key, links[0])
         self.depth = -1  # of the level being checked; the start pages are depth 0
@@ -221,8 +224,7 @@ class Crawl:
         missing-page rule confirms it: seen ``missing_confirmations`` times over
         ``missing_grace``. Until then the crawl follows the links stored before, and the
         listing is incomplete, so nothing counts as unlisted (README "Deletion safety")."""
-        rows = self.engine.state.crawl_links.rows([key])
-        links, skipped, pending = rows.get(key, (None, None, None))
+        links, skipped, pending = self.start_rows.get(key, (None, None, None))
         if links is None or (skipped == "entry" and links == [target]):
             return self.enter(key, target)
         same = pending is not None and pending["target"] == target

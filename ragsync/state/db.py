@@ -281,13 +281,20 @@ class StateDB:
         if not params:
             return
         sql = insert_sql(table, columns, key, on_conflict)
-        if self.postgres and self.db.in_transaction:  # no savepoint: a round trip each
-            self.db.execute_many(sql, params)
-            return
-        with self.write():  # on SQLite a nested one is a savepoint in the same file
-            if self.postgres:
+        if self.postgres:
+            if self.db.in_transaction:  # the caller's: no savepoint, a round trip each
                 self.db.execute_many(sql, params)
-            else:
+                return
+            with self.write():
+                self.db.execute_many(sql, params)
+            return
+        # SQLite: the lock is the writer's for its whole transaction, so an open transaction
+        # seen while holding it is this thread's own (StateDB.write): joined, no savepoint.
+        with self._connection_lock:
+            if self.db.conn.in_transaction:
+                self.db.conn.executemany(sql, params)
+                return
+            with self.write():
                 self.db.conn.executemany(sql, params)
 
     def copy_to(self, path: str | Path) -> StateDB:
