@@ -193,9 +193,10 @@ class PageChecker:
                 return Skipped(page, why="disallowed")
             document = page.document
             etag = last_modified = None
-            if document and document["status"] == DocumentStatus.ACTIVE:
+            if document and document["status"] != DocumentStatus.TOMBSTONED:
+                # A page suspected missing keeps its content: its validators still name it.
                 etag, last_modified = document["etag"], document["last_modified"]
-            elif document is None and page.validators is not None:
+            elif page.validators is not None and (document is None or page.copy_of):
                 etag, last_modified = page.validators
             exchange = Exchange(requested=True, conditional=bool(etag or last_modified))
             return self.fetch(page, exchange, etag=etag, last_modified=last_modified)
@@ -274,7 +275,7 @@ class PageChecker:
             if target != page.url:
                 moved_to = target  # resolved against the target record by the moves stage
         if verdict == "not_modified":
-            if page.document is None and page.validators is None:
+            if not exchange.conditional:
                 reason = "HTTP 304 to an unconditional request"
                 return Failed(page, exchange, moved_to=moved_to, reason=reason)
             return NotModified(page, exchange, moved_to=moved_to)

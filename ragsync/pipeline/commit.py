@@ -135,6 +135,9 @@ def commit_one(
         record_missing(engine, source, item, item.reason, now=now, run_id=run_id, counters=counters)
     elif isinstance(item, Moving):
         record_moving(engine, source, item, now=now, counters=counters)
+    elif isinstance(item, NotModified) and page.copy_of is not None:
+        # A copy unchanged while its holder changed: no record holds what it serves now.
+        engine.state.aliases.unverify(page.doc_key)
     elif isinstance(item, NotModified | Unchanged):
         fields = {
             "lastmod_hint": page.candidate.lastmod,

@@ -339,9 +339,10 @@ class Crawl:
         kept: list[Outcome] = []
         answered: list[str] = []  # pages read for their links only: no failure stands
         for outcome in outcomes:
-            key = outcome.page.doc_key
-            if isinstance(outcome, NotModified) and outcome.page.document is None:
-                page, exchange = outcome.page, outcome.exchange
+            page = outcome.page
+            key = page.doc_key
+            if isinstance(outcome, NotModified) and page.document is None and not page.copy_of:
+                exchange = outcome.exchange
                 if self.links_only.get(key) == "not_text":
                     outcome = Skipped(page, exchange, why="not_text", reason="a file (HTTP 304)")
                 else:

@@ -75,9 +75,15 @@ def store_once(
             content = (host_of(url), row["content_hash"] or "", row["title"] or "")
             holders.setdefault(content, (row["doc_key"], url, row))
     duplicates: dict[int, Outcome] = {}
-    for outcome, content in sorted(served, key=lambda item: shortest(item[0].page.url)):
+    for outcome, content in sorted(served, key=lambda item: claim_order(item[0])):
         page = outcome.page
-        key, url, document = holders.setdefault(content, (page.doc_key, page.url, page.document))
+        if not is_copy_unchanged(outcome):
+            holder = holders.setdefault(content, (page.doc_key, page.url, page.document))
+        elif (found := holders.get(content)) is not None:
+            holder = found
+        else:  # its holder no longer holds what it served: asked in full (commit_one)
+            continue
+        key, url, document = holder
         if key == page.doc_key:
             continue
         origin: Document | Origin = page.document or Origin(
@@ -90,6 +96,7 @@ def store_once(
             moved_from=origin,
             links=outcome.links,
             answered=outcome.response_counter(),
+            served=content[1:],
         )
     return [duplicates.get(id(o), o) for o in outcomes]
 
@@ -115,6 +122,9 @@ def served_content(outcome: Outcome) -> tuple[str, str, str] | None:
     page = outcome.page
     if outcome.moved_to or outcome.moved_from or page.prunable or ":id:" in page.doc_key:
         return None
+    if is_copy_unchanged(outcome):
+        assert page.copy_of is not None
+        return host_of(page.url), *page.copy_of
     if isinstance(outcome, Changed) and outcome.extracted is not None:
         return host_of(page.url), outcome.extracted.content_hash, outcome.extracted.title
     document = page.document
@@ -125,6 +135,17 @@ def served_content(outcome: Outcome) -> tuple[str, str, str] | None:
     ):
         return host_of(page.url), document["content_hash"] or "", document["title"] or ""
     return None
+
+
+def is_copy_unchanged(outcome: Outcome) -> bool:
+    """A copy's URL asked again with the validators of what it served, answering 304."""
+    return isinstance(outcome, NotModified) and outcome.page.copy_of is not None
+
+
+def claim_order(outcome: Outcome) -> tuple[bool, int, str]:
+    """The order in which a window's pages claim their content: the shortest URL first, and a
+    copy's 304 after every page that may hold it."""
+    return is_copy_unchanged(outcome), *shortest(outcome.page.url)
 
 
 def shortest(url: str) -> tuple[int, str]:

@@ -18,6 +18,7 @@ from ragsync.identity import api_record_key, canonical_record_key
 from ragsync.models import Candidate, Checkpoint
 from ragsync.pipeline.context import Engine
 from ragsync.scope import Scope
+from ragsync.state.aliases import Copy
 from ragsync.urls import canonical_url, clean_url, in_scope
 
 log = logging.getLogger("ragsync")
@@ -113,6 +114,9 @@ class SourceListing:
         # absent from ``info``).
         self.seen: set[str] = set()
         self.reverifying: set[str] = set()  # aliases of a crawl level, asked once admitted
+        # Copies asked again whose holder still holds what they served: a conditional
+        # request (README "Identity").
+        self.copies: dict[str, Copy] = {}
 
     def batches(
         self, found: Iterator[Candidate | Checkpoint]
@@ -168,12 +172,14 @@ class SourceListing:
                 continue  # the source's own filter: not wanted, not a refusal
             published = clean_url(candidate.url).partition("#")[0]
             if key in aliases:
-                target, verified_at = aliases[key]
-                if verified_at > stale:
-                    key = target
+                alias = aliases[key]
+                if alias.verified_at > stale:
+                    key = alias.target
                     url = published = key.split(":", 1)[1]
                 elif key not in seen:
                     reverify.append(key)
+                    if alias.copy is not None:
+                        self.copies[key] = alias.copy
                     self.info.pop(key, None)  # due now, whatever its tombstone's schedule says
             if key in seen:
                 continue

@@ -148,6 +148,7 @@ def retire_moved(
         "url": old["canonical_url"],
         "at": now,
         "verified_at": now,
+        **copy_served(outcome),
     }
     if old.get("status") == DocumentStatus.TOMBSTONED:  # confirmed again, or a late move
         engine.state.aliases.put(alias)
@@ -171,3 +172,23 @@ def retire_moved(
         counters=counters,
         aliases=[alias],
     )
+
+
+def copy_served(outcome: Outcome) -> dict[str, str | None]:
+    """What a copy's URL served, for its next re-verification to ask conditionally: its
+    validators (those sent, when a 304 repeats none) and the content and title it served;
+    nothing for a move (README "Identity")."""
+    response = outcome.exchange.response
+    if not isinstance(outcome, Duplicate) or outcome.served is None or response is None:
+        return dict.fromkeys(("etag", "last_modified", "content_hash", "title"))
+    etag: str | None = None
+    modified: str | None = None
+    if response.status == 304:  # the validators sent: the copy's own record's, or its alias's
+        old = cast(Document, outcome.moved_from or {})
+        etag, modified = outcome.page.validators or (old.get("etag"), old.get("last_modified"))
+    return {
+        "etag": response.etag or etag,
+        "last_modified": response.last_modified or modified,
+        "content_hash": outcome.served[0],
+        "title": outcome.served[1],
+    }

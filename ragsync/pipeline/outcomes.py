@@ -39,7 +39,10 @@ class Page:
         unlisted: a known page a complete listing left out.
         prunable: … and the source's policy counts that as evidence it is gone.
         validators: ``(etag, last_modified)`` to send when no record holds them (a crawled
-            page read for its links only: it says noindex).
+            page read for its links only: it says noindex; a copy's URL asked again).
+        copy_of: for a copy's URL asked again with the validators of what it served, the
+            ``(content hash, title)`` it served: a 304 keeps it a copy of the record holding
+            them (README "Identity").
     """
 
     doc_key: str
@@ -49,6 +52,7 @@ class Page:
     unlisted: bool = False
     prunable: bool = False
     validators: tuple[str | None, str | None] | None = None
+    copy_of: tuple[str, str] | None = None
 
     @property
     def published(self) -> str:
@@ -207,9 +211,11 @@ class MovedOnly(Outcome):
 class Duplicate(MovedOnly):
     """A page whose content another record of its source holds (``page`` is that record's):
     stored once, its URL an alias of that record (``moved_from`` retired after the commit).
-    ``answered`` is the response counter of the check that found it."""
+    ``answered`` is the response counter of the check that found it; ``served``, the
+    ``(content hash, title)`` the copy's URL served (what its re-verification compares)."""
 
     answered: str | None = None
+    served: tuple[str, str] | None = None
 
     def count(self, counters: Counters) -> None:
         super().count(counters)

@@ -243,9 +243,11 @@ class SourceSync:
                     documents.get(key),
                     unlisted=unlisted,
                     prunable=unlisted and self.prunable,
-                    validators=validators.get(key),
+                    validators=copy[:2] if copy else validators.get(key),
+                    copy_of=copy[2:] if copy else None,
                 )
                 for key, candidate, unlisted in part
+                for copy in [listed.copies.get(key)]
             ]
             checked = list(pool.map(self.checker.check, batch))
             if self.crawl is not None:

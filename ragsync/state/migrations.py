@@ -364,6 +364,14 @@ def _m018_crawl_entries(db: Any) -> None:
     db.table("crawl_links").add_column("pending", str)
 
 
+def _m019_alias_validators(db: Any) -> None:
+    # What a copy's URL served when it was last found a copy (README "Identity"): its
+    # validators, and the content hash and title it served, so that its re-verification is a
+    # conditional request while its holder still holds that content. NULL for moves.
+    for column in ("etag", "last_modified", "content_hash", "title"):
+        db.table("aliases").add_column(column, str)
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_initial", _m001_initial),
     ("002_failures_and_deletion", _m002_failures_and_deletion),
@@ -383,4 +391,5 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("016_links_only", _m016_links_only),
     ("017_attempt_lastmod", _m017_attempt_lastmod),
     ("018_crawl_entries", _m018_crawl_entries),
+    ("019_alias_validators", _m019_alias_validators),
 )

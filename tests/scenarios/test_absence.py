@@ -172,6 +172,11 @@ def test_transient_404s_never_delete_and_a_real_disappearance_still_does(world, 
     syncer.run()  # one 404: suspected, content kept
     assert points_by_url(syncer)[gone] == before[gone]
     site.pages["/guide/page-1"] = body
+    clock.advance(minutes=40)
+    result = syncer.run()  # back: asked with the validators of the content it keeps
+    assert len(site.requests_to("/guide/page-1")) == 3
+    assert result.counters.responses_200_changed + result.counters.responses_200_unchanged == 0
+    assert syncer.state.documents.get(f"docs:{gone}")["status"] == "active"
     back_to_exact(syncer, clock, before, embedder)
 
     site.remove_page("/guide/page-1", status=410)  # gone for good, from a complete listing

@@ -392,3 +392,81 @@ def test_a_copy_asked_again_before_its_holder_in_a_pass_stays_an_alias(tmp_path,
     finally:
         syncer.close()
         site.stop()
+
+
+def test_a_copy_asked_again_is_a_conditional_request_while_its_holder_holds_its_page(
+    tmp_path, embedder
+):
+    """mdBook serves its first chapter twice. The copy's alias is re-verified every
+    max_interval (24 h by default), and its URL was downloaded in full each time: a run on an
+    unchanged site was not 304-only once a day."""
+    pages = example_pages(2)
+    pages["/guide/page-0-copy"] = pages["/guide/page-0"]
+    site = DevSite(pages)
+    site.start()
+    clock = Clock()
+    source = sitemap_source(site, every="1h", max_interval="2h", **MOVE_AT_ONCE)
+    syncer = Syncer(make_config(tmp_path, [source]), embedder=embedder, clock=clock)
+    holder, copy = (f"docs:{site.base_url}/guide/{p}" for p in ("page-0", "page-0-copy"))
+    try:
+        syncer.run()
+        assert syncer.state.aliases.targets("docs") == {copy: holder}
+
+        clock.advance(hours=3)
+        result = syncer.run()
+
+        asked = site.requests_to("/guide/page-0-copy")
+        assert len(asked) == 2  # re-verified …
+        counters = result.counters
+        assert counters.responses_304 == 3  # … conditionally, like the rest
+        assert counters.responses_200_changed == counters.responses_200_unchanged == 0
+        assert counters.conditional_requests_sent == counters.requests_sent
+        assert syncer.state.aliases.targets("docs") == {copy: holder}
+
+        clock.advance(hours=3)  # asked again: the validators it answered are kept
+        assert syncer.run().counters.responses_304 == 3
+
+        # The copy now serves a page of its own: its 200 brings its record back.
+        site.set_page("/guide/page-0-copy", "Its own page", f"<p>{sentences('own')}</p>")
+        clock.advance(hours=3)
+        syncer.run()
+        assert syncer.state.documents.get(copy)["status"] == "active"
+        assert syncer.state.aliases.targets("docs") == {}
+        assert syncer.verify().clean
+    finally:
+        syncer.close()
+        site.stop()
+
+
+def test_a_copy_that_answers_304_after_its_holder_changed_is_asked_in_full(tmp_path, embedder):
+    """The holder changes in the pass that asks its copy again, and the copy does not: the
+    copy's 304 says it still serves what the holder no longer holds, so it is not the
+    holder's copy any more. It is asked again in full, and indexed under its own URL."""
+    pages = example_pages(2)
+    pages["/guide/page-0-copy"] = pages["/guide/page-0"]
+    site = DevSite(pages)
+    site.start()
+    clock = Clock()
+    source = sitemap_source(site, every="1h", max_interval="2h", **MOVE_AT_ONCE)
+    syncer = Syncer(make_config(tmp_path, [source]), embedder=embedder, clock=clock)
+    holder, copy = (f"docs:{site.base_url}/guide/{p}" for p in ("page-0", "page-0-copy"))
+    try:
+        syncer.run()
+        site.set_page("/guide/page-0", "Page 0, revised", f"<p>{sentences('revised')}</p>")
+        clock.advance(hours=3)
+
+        result = syncer.run()  # the holder changed; its copy answered 304
+
+        assert result.counters.responses_304 == 2  # the copy and page-1
+        assert syncer.state.documents.get(copy) is None  # not indexed yet …
+        assert f"{site.base_url}/guide/page-0-copy" not in points_by_url(syncer)
+        clock.advance(hours=1)
+        syncer.run()  # … but due again at the source's next run, and asked in full
+        assert syncer.state.documents.get(copy)["status"] == "active"
+        assert syncer.state.aliases.targets("docs") == {}
+        urls = set(points_by_url(syncer))
+        assert {f"{site.base_url}/guide/page-0", f"{site.base_url}/guide/page-0-copy"} <= urls
+        assert syncer.verify().clean
+    finally:
+        syncer.close()
+        site.stop()
