@@ -18,7 +18,7 @@ incomplete until every page's links are stored.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Sequence, Set
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -386,10 +386,15 @@ class Crawl:
         self.engine.state.attempts.clear(answered)
         return kept
 
-    def next_level(self, level: list[Listed]) -> list[Candidate]:
+    def next_level(
+        self, level: list[Listed], *, failing: Set[str] = frozenset()
+    ) -> list[Candidate]:
         """The links of ``level``'s pages that the crawl follows, in page order (the listing
-        drops those already seen). A page that failed, or whose links are unknown, leaves
-        the crawl incomplete; a page proven gone links to nothing."""
+        drops those already seen). A page that failed, or was held back until the retry of
+        its failure (``failing``: its links are as last read), or whose links are unknown,
+        leaves the crawl incomplete; a page proven gone links to nothing. A crawl that
+        counted as complete while its start page was held back ended a maintenance window's
+        runs with exit codes 1, 0, 1, …"""
         checks = self.checked
         keys = [key for key, _ in level]
         readers = {key: checked.reader for key, checked in checks.items()}
@@ -412,6 +417,8 @@ class Crawl:
             checked = checks.get(key)
             if checked is not None and checked.kind == "failed":
                 failed.append(f"{candidate.url}: {checked.failure}")
+            elif checked is None and key in failing:
+                failed.append(f"{candidate.url}: failing, held back until its retry")
             found = stored.get(readers.get(key, key))
             if found is None:
                 if self.links_unknown(checked, documents.get(key)):

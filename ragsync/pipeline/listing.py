@@ -15,7 +15,7 @@ from ragsync.clock import iso
 from ragsync.config import SourceConfig
 from ragsync.discovery import DiscoveryContext
 from ragsync.identity import api_record_key, canonical_record_key
-from ragsync.models import Candidate, Checkpoint
+from ragsync.models import AttemptState, Candidate, Checkpoint
 from ragsync.pipeline.context import Engine
 from ragsync.scope import Scope
 from ragsync.state.aliases import Copy
@@ -114,6 +114,7 @@ class SourceListing:
         # absent from ``info``).
         self.seen: set[str] = set()
         self.reverifying: set[str] = set()  # aliases of a crawl level, asked once admitted
+        self.failing: set[str] = set()  # pages held back until the retry of their failure
         # Copies asked again whose holder still holds what they served: a conditional
         # request (README "Identity").
         self.copies: dict[str, Copy] = {}
@@ -240,6 +241,7 @@ class SourceListing:
         like a page, and like a page is due at once when the listing's lastmod moved."""
         now = self.engine.now()
         held, retry, later = self.engine.state.attempts.retry_gates(self.source.id, now)
+        self.failing.update(key for key, _, _ in work if held.get(key) == AttemptState.RETRYING)
         free = [item for item in work if item[0] not in held]
         due = [
             item

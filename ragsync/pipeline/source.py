@@ -171,7 +171,8 @@ class SourceSync:
             listed.admitted(level)
             self.report.counters.candidates_discovered += len(level)
             self.check(pool, listed, [(key, cand, False) for key, cand in level], queue=queue)
-            level = listed.candidates(self.crawl.next_level(level), in_order=True)
+            links = self.crawl.next_level(level, failing=listed.failing)
+            level = listed.candidates(links, in_order=True)
 
     def known(self, due: Sequence[tuple[str, str]]) -> SourceOutcome:
         """Check known pages ``(doc key, URL)`` whose own revisit (or retry) time came."""

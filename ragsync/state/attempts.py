@@ -92,28 +92,31 @@ class Attempts(Repository):
 
     def held_back(self, source_id: str, now: str) -> set[str]:
         """Pages a normal run must not request: retry not yet due, dead letter, attention."""
-        return self.retry_gates(source_id, now)[0]
+        return set(self.retry_gates(source_id, now)[0])
 
     def retry_gates(
         self, source_id: str, now: str
-    ) -> tuple[set[str], set[str], dict[str, str | None]]:
+    ) -> tuple[dict[str, str], set[str], dict[str, str | None]]:
         """``(held back, retry due, not due)`` among the pages of ``source_id`` that failed:
         the pages a normal run must not request (retry not yet due, dead letter, attention),
+        with their attempt's state,
         those whose retry time has come (due whatever their revisit time), and the URLs never
         indexed that answered 404/410 and are not to be asked again yet, with the listing's
         lastmod when they answered (one that moved since makes them due; None: none known, so
         none can move)."""
-        held: set[str] = set()
+        held: dict[str, str] = {}  # by its attempt's state
         due: set[str] = set()
         later: dict[str, str | None] = {}
         sql = (
             "select doc_key, state, next_retry_at, lastmod from fetch_attempts where source_id = ?"
         )
         for row in self.db.query(sql, [source_id]):
-            if row["state"] in (AttemptState.DEAD, AttemptState.ATTENTION):
-                held.add(row["doc_key"])
+            if row["state"] in (AttemptState.DEAD, AttemptState.ATTENTION) or (
+                row["state"] == AttemptState.RETRYING and (row["next_retry_at"] or "") > now
+            ):
+                held[row["doc_key"]] = row["state"]
             elif row["state"] == AttemptState.RETRYING:
-                (due if (row["next_retry_at"] or "") <= now else held).add(row["doc_key"])
+                due.add(row["doc_key"])
             elif row["state"] == AttemptState.MISSING and (row["next_retry_at"] or "") > now:
                 later[row["doc_key"]] = row["lastmod"]
         return held, due, later

@@ -18,6 +18,7 @@ import lxml.html
 import pytest
 
 from ragsync.models import DocumentStatus
+from ragsync.render import print_report
 from ragsync.sync import Syncer
 from ragsync.testing import DevSite, FastEmbedder, StaticSite, stop_server
 from ragsync.worker import Worker
@@ -354,7 +355,7 @@ def test_a_start_page_that_loses_its_links_prunes_nothing(book, crawler):
 
 
 @pytest.mark.parametrize("cap", [2, 4])  # 4: the start page and its 3 links fill it exactly
-def test_a_crawl_cut_by_max_pages_is_incomplete_and_prunes_nothing(book, crawler, cap):
+def test_a_crawl_cut_by_max_pages_is_incomplete_and_prunes_nothing(book, crawler, cap, capsys):
     crawler(missing_confirmations=1, missing_grace="0s").run()
 
     capped = crawler(missing_confirmations=1, missing_grace="0s", max_pages=cap)
@@ -367,6 +368,13 @@ def test_a_crawl_cut_by_max_pages_is_incomplete_and_prunes_nothing(book, crawler
     assert result.counters.listings_incomplete == 1
     assert result.counters.tombstones_created == 0
     assert urls(capped, book) == set(INDEXED)
+    # `ragsync run` names it (the run report printed nothing of it), `run -q` is silent
+    capsys.readouterr()
+    print_report(result.to_dict())
+    printed = capsys.readouterr().err
+    assert printed.count(f"[book] listing incomplete: crawl cut at max_pages={cap}") == 1
+    print_report(result.to_dict(), quiet=True)
+    assert capsys.readouterr().err == ""
 
 
 def test_a_capped_crawl_keeps_to_the_same_pages_on_every_pass(book, crawler):
@@ -406,6 +414,14 @@ def test_a_linking_page_that_fails_makes_the_crawl_incomplete(book, crawler):
     assert any("1 pages failed" in reason for reason in result.sources["book"].incomplete)
     assert result.counters.tombstones_created == 0
     assert urls(syncer, book) == set(INDEXED)
+    assert not result.ok
+
+    again = syncer.run()  # its retry is not due: held back, its links as last read
+    assert again.counters.held_back == 1 and book.requests_to("/book/ch1.html")[-1].status == 503
+    (reason,) = again.sources["book"].incomplete
+    assert f"{book.base_url}/book/ch1.html: failing, held back until its retry" in reason
+    assert not again.ok  # as in the run that failed: one exit code while the failure lasts
+    assert again.counters.tombstones_created == 0
 
 
 # -- a real book: an mdBook nobody in this project wrote, served from a temporary copy ---------
