@@ -12,8 +12,9 @@ holds it, so nothing is lost.
 
 Only records checked in this pass can hold a page: a record not yet checked may be about to
 move away (a renamed page's old URL holds the content its new URL serves, until its 301 is
-seen), and the URL that stays is the one to keep. The exception is an alias asked again: the
-record it stands for holds its page (:func:`alias_targets`).
+seen), and the URL that stays is the one to keep. The exceptions: an alias asked again, whose
+page the record it stands for holds (:func:`alias_targets`), and a tombstoned page served
+again, whose page an active record may have taken while it was gone (:func:`comes_back`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from ragsync.urls import host_of
 
 Holder = tuple[str, str, Document | None]
 """``(record key, canonical URL, its row)`` of the record holding a content."""
+Content = tuple[str, str, str]
+"""``(host, content hash, title)``: what two URLs serving one page have in common."""
 
 
 def store_once(
@@ -57,32 +60,40 @@ def store_once(
             start) may hold a page of the window; ``""``: any active record.
 
     The holder is an active record on the page's host outside the window checked since
-    ``checked_since``, else the page of the window with the shortest URL. API records and
-    pages the listing left out are never merged.
+    ``checked_since`` (for a tombstoned page served again, any active one), else the page
+    of the window that holds it already, else the one with the shortest URL. API records
+    and pages the listing left out are never merged.
     """
     served = [(o, content) for o in outcomes if (content := served_content(o)) is not None]
     if not served:
         return list(outcomes)
     window = {o.page.doc_key for o in outcomes}
     hashes = sorted({digest for _, (_, digest, _) in served})
-    holders: dict[tuple[str, str, str], Holder] = {}
-    for row in [
-        *engine.state.documents.holding(source.id, hashes, checked_since),
-        *alias_targets(engine, sorted(window)),
-    ]:
-        if row["doc_key"] not in window:  # one this window changes may no longer hold it
-            url = row["canonical_url"]
-            content = (host_of(url), row["content_hash"] or "", row["title"] or "")
-            holders.setdefault(content, (row["doc_key"], url, row))
+    holders = holding_outside(
+        [
+            *engine.state.documents.holding(source.id, hashes, checked_since),
+            *alias_targets(engine, sorted(window)),
+        ],
+        window,
+    )
+    # A tombstoned page served again may be a copy of an active record not checked yet: it
+    # holds the page already (see comes_back).
+    returning = sorted({content[1] for o, content in served if comes_back(o)})
+    standing = (
+        holding_outside(engine.state.documents.holding(source.id, returning, ""), window)
+        if returning and checked_since
+        else {}
+    )
     duplicates: dict[int, Outcome] = {}
-    for outcome, content in sorted(served, key=lambda item: claim_order(item[0])):
+    for outcome, content in sorted(served, key=lambda item: claim_order(*item)):
         page = outcome.page
-        if not is_copy_unchanged(outcome):
-            holder = holders.setdefault(content, (page.doc_key, page.url, page.document))
-        elif (found := holders.get(content)) is not None:
-            holder = found
-        else:  # its holder no longer holds what it served: asked in full (commit_one)
-            continue
+        holder = holders.get(content)
+        if holder is None and comes_back(outcome) and content in standing:
+            holder = holders[content] = standing[content]
+        if holder is None:
+            if is_copy_unchanged(outcome):  # its holder no longer holds what it served:
+                continue  # asked in full (commit_one)
+            holder = holders[content] = (page.doc_key, page.url, page.document)
         key, url, document = holder
         if key == page.doc_key:
             continue
@@ -101,6 +112,33 @@ def store_once(
     return [duplicates.get(id(o), o) for o in outcomes]
 
 
+def holding_outside(rows: Sequence[Document], window: set[str]) -> dict[Content, Holder]:
+    """The holder of each content among ``rows`` (the first of each), leaving out the records
+    of the window: one the window changes may no longer hold it."""
+    holders: dict[Content, Holder] = {}
+    for row in rows:
+        if row["doc_key"] not in window:
+            url = row["canonical_url"]
+            content = (host_of(url), row["content_hash"] or "", row["title"] or "")
+            holders.setdefault(content, (row["doc_key"], url, row))
+    return holders
+
+
+def comes_back(outcome: Outcome) -> bool:
+    """A tombstoned page served again. It may be a copy of an active record that took its
+    page while it was gone, and that record is kept though not checked yet in this pass:
+    libffi's c.html, served again as The-Closure-API.html, came back before its holder's
+    window, took the page back, and the holder was retired as its copy. (A tombstoned URL
+    whose page was renamed away and back again is kept as a copy until its holder is found
+    missing: then it is asked again, as any copy of a missing holder is.)"""
+    document = outcome.page.document
+    return (
+        isinstance(outcome, Changed)
+        and document is not None
+        and document["status"] == DocumentStatus.TOMBSTONED
+    )
+
+
 def alias_targets(engine: Engine, keys: Sequence[str]) -> list[Document]:
     """The active records that those of ``keys`` that are aliases stand for: an alias asked
     again (re-verified) that still serves its target's page stays its alias, whether or not
@@ -114,7 +152,7 @@ def alias_targets(engine: Engine, keys: Sequence[str]) -> list[Document]:
     return [row for row in rows.values() if row["status"] == DocumentStatus.ACTIVE]
 
 
-def served_content(outcome: Outcome) -> tuple[str, str, str] | None:
+def served_content(outcome: Outcome) -> Content | None:
     """``(host, content hash, title)`` of the page an outcome found served under its own URL,
     or None (not served, moved, an API record, or left out by the listing). Pages on two
     hosts are never merged, as a ``rel=canonical`` to another host moves nothing (README
@@ -142,10 +180,18 @@ def is_copy_unchanged(outcome: Outcome) -> bool:
     return isinstance(outcome, NotModified) and outcome.page.copy_of is not None
 
 
-def claim_order(outcome: Outcome) -> tuple[bool, int, str]:
-    """The order in which a window's pages claim their content: the shortest URL first, and a
+def claim_order(outcome: Outcome, content: Content) -> tuple[bool, bool, int, str]:
+    """The order in which a window's pages claim their content: the record that holds it
+    already first (the npm docs' package-json.html, indexed, was retired as a copy of
+    npm-json.html when that shorter URL came up in its window), then the shortest URL; a
     copy's 304 after every page that may hold it."""
-    return is_copy_unchanged(outcome), *shortest(outcome.page.url)
+    document = outcome.page.document
+    holds = (
+        document is not None
+        and document["status"] == DocumentStatus.ACTIVE
+        and (document["content_hash"], document["title"]) == content[1:]
+    )
+    return is_copy_unchanged(outcome), not holds, *shortest(outcome.page.url)
 
 
 def shortest(url: str) -> tuple[int, str]:

@@ -470,3 +470,70 @@ def test_a_copy_that_answers_304_after_its_holder_changed_is_asked_in_full(tmp_p
     finally:
         syncer.close()
         site.stop()
+
+
+def test_a_shorter_url_serving_an_indexed_page_becomes_its_copy(make_syncer, embedder):
+    """The npm docs serve package-json.html again as npm-json.html. Crawled from both, the
+    shorter URL, new, came up in the window of the indexed one and took its page over: the
+    indexed record was tombstoned and every point deleted and written again."""
+    pages = example_pages(2)
+    site = DevSite(pages)
+    site.start()
+    try:
+        syncer = make_syncer(site, **MOVE_AT_ONCE)
+        syncer.run()
+        holder, copy = (f"docs:{site.base_url}{p}" for p in ("/guide/page-0", "/g0"))
+        points = points_by_url(syncer)
+        site.set_page("/g0", *pages["/guide/page-0"])
+
+        result = syncer.run(revalidate_all=True)  # both in one window
+
+        assert result.counters.duplicates == 1 and result.counters.tombstones_created == 0
+        assert syncer.state.aliases.targets("docs") == {copy: holder}
+        assert syncer.state.documents.get(holder)["status"] == "active"
+        assert points_by_url(syncer) == points
+        assert result.counters.points_upserted == result.counters.points_deleted == 0
+    finally:
+        site.stop()
+
+
+def test_a_copy_that_comes_back_after_its_tombstone_stays_a_copy(tmp_path, embedder):
+    """libffi serves c.html again as The-Closure-API.html. c.html answered 404 until it was
+    tombstoned, and the longer URL took the page; when c.html came back in a window before
+    its holder's, it took the page back (restored) and the holder, checked later in the
+    pass, was retired as its copy: every point deleted and written again."""
+    pages = example_pages(2)
+    pages["/c"] = pages["/guide/x-long-copy"] = pages.pop("/guide/page-0")
+    site = DevSite(pages)
+    site.start()
+    clock = Clock()
+    source = sitemap_source(site, every="1h", max_interval="2h", **MOVE_AT_ONCE)
+    syncer = Syncer(make_config(tmp_path, [source]), embedder=embedder, clock=clock)
+    short, long = (f"docs:{site.base_url}{p}" for p in ("/c", "/guide/x-long-copy"))
+    try:
+        syncer.run()
+        assert syncer.state.aliases.targets("docs") == {long: short}
+        site.remove_page("/c")
+        for _ in range(2):  # tombstoned; then the copy's own URL is asked: it holds the page
+            clock.advance(hours=1)
+            syncer.run()
+        assert syncer.state.documents.get(long)["status"] == "active"
+        assert syncer.state.documents.get(short)["status"] == "tombstoned"
+        points = points_by_url(syncer)
+
+        # c.html comes back with 70 new pages: it comes in the first window of the pass,
+        # the holder (unchanged) in the second
+        for i in range(70):
+            site.set_page(f"/more/page-{i}", f"More {i}", f"<p>{sentences(f'more {i}')}</p>")
+        site.set_page("/c", *pages["/c"])
+        clock.advance(hours=3)
+
+        result = syncer.run()
+
+        assert result.counters.tombstones_created == 0
+        assert syncer.state.documents.get(long)["status"] == "active"
+        assert syncer.state.aliases.targets("docs") == {short: long}
+        assert {u: n for u, n in points_by_url(syncer).items() if "/more/" not in u} == points
+    finally:
+        syncer.close()
+        site.stop()
