@@ -3,13 +3,15 @@ it is)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
 
 from ragsync.clock import parse_iso
 from ragsync.models import Hit
+
+SECONDS_SHOWN = timedelta(minutes=10)  # a moment closer than this is named to the second
 
 
 def duration_text(seconds: float) -> str:
@@ -24,10 +26,18 @@ def duration_text(seconds: float) -> str:
 
 def moment_text(timestamp: str, now: datetime | None = None) -> str:
     """A stored UTC timestamp as ``14:05 UTC`` when it falls today (UTC), else as
-    ``2026-12-01 14:05 UTC``."""
+    ``2026-12-01 14:05 UTC``; to the second when it is less than 10 minutes away (a source
+    due every 10 seconds read "not due until 08:54 UTC" for a minute).
+
+        >>> now = datetime(2026, 12, 1, 8, 53, 40, tzinfo=UTC)
+        >>> moment_text("2026-12-01T08:53:50Z", now), moment_text("2026-12-01T09:05:00Z", now)
+        ('08:53:50 UTC', '09:05 UTC')
+    """
     moment = parse_iso(timestamp)
-    today = (now or datetime.now(UTC)).astimezone(UTC).date()
-    return f"{moment:%H:%M} UTC" if moment.date() == today else f"{moment:%Y-%m-%d %H:%M} UTC"
+    now = (now or datetime.now(UTC)).astimezone(UTC)
+    if moment.date() != now.date():
+        return f"{moment:%Y-%m-%d %H:%M} UTC"
+    return f"{moment:%H:%M:%S} UTC" if abs(moment - now) < SECONDS_SHOWN else f"{moment:%H:%M} UTC"
 
 
 def not_requested(sources: dict[str, Any], now: datetime | None = None) -> list[str]:
