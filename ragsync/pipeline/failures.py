@@ -48,7 +48,9 @@ def record_failure(
         error=failed.reason,
         at=now,
         state=step.state,
-        next_retry_at=iso(step.retry_at) if step.retry_at else None,
+        # Not before the failure is recorded: a short Retry-After can end while the rest of
+        # the window is fetched (`status` said "failing since" later than "next try").
+        next_retry_at=max(iso(step.retry_at), now) if step.retry_at else None,
         body=response.body if step.keep_body and response else None,
     )
     report.ok = False

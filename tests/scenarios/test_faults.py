@@ -270,3 +270,31 @@ def test_a_long_retry_after_defers_the_hosts_pages_in_later_runs_too(tmp_path, e
     finally:
         syncer.close()
         site.stop()
+
+
+def test_a_short_retry_after_is_never_named_before_the_failure(tmp_path, embedder):
+    """A 429 with a short Retry-After (a new-user trial): `status` named the next try before
+    the failure ("failing since" later than "next try"). The retry time is the answer's time
+    plus the Retry-After; the failure is recorded when its window commits, after the slower
+    pages of the window."""
+    site = DevSite(example_pages(2))
+    site.start()
+
+    def fault(path, headers):
+        if path == "/guide/page-1":  # the newest: asked first
+            return 429, {"Retry-After": "1", "Content-Type": "text/plain"}, b"slow down"
+        if path == "/guide/page-0":
+            time.sleep(1.5)  # a slow page after it in the same window
+        return None
+
+    site.fault = fault
+    syncer = syncer_for(tmp_path, site, embedder, fetch={"concurrency": 1})
+    try:
+        syncer.run()
+        (failing,) = syncer.state.attempts.list("docs")
+        assert [hit.path for hit in site.page_hits()] == ["/guide/page-1", "/guide/page-0"]
+        assert failing["state"] == "retrying"
+        assert failing["next_retry_at"] >= failing["first_failed_at"]
+    finally:
+        syncer.close()
+        site.stop()
