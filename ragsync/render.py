@@ -32,12 +32,15 @@ def moment_text(timestamp: str, now: datetime | None = None) -> str:
         >>> now = datetime(2026, 12, 1, 8, 53, 40, tzinfo=UTC)
         >>> moment_text("2026-12-01T08:53:50Z", now), moment_text("2026-12-01T09:05:00Z", now)
         ('08:53:50 UTC', '09:05 UTC')
+        >>> moment_text("2026-12-02T00:00:05Z", datetime(2026, 12, 1, 23, 59, 50, tzinfo=UTC))
+        '2026-12-02 00:00:05 UTC'
     """
     moment = parse_iso(timestamp)
     now = (now or datetime.now(UTC)).astimezone(UTC)
-    if moment.date() != now.date():
-        return f"{moment:%Y-%m-%d %H:%M} UTC"
-    return f"{moment:%H:%M:%S} UTC" if abs(moment - now) < SECONDS_SHOWN else f"{moment:%H:%M} UTC"
+    shape = "%H:%M:%S" if abs(moment - now) < SECONDS_SHOWN else "%H:%M"
+    return (
+        f"{moment:{shape}} UTC" if moment.date() == now.date() else f"{moment:%Y-%m-%d {shape}} UTC"
+    )
 
 
 def not_requested(sources: dict[str, Any], now: datetime | None = None) -> list[str]:

@@ -137,6 +137,7 @@ def commit_one(
         record_moving(engine, source, item, now=now, counters=counters)
     elif isinstance(item, NotModified) and page.copy_of is not None:
         # A copy unchanged while its holder changed: no record holds what it serves now.
+        log.info("%s: unchanged (304), but its holder changed: asked in full next run", page.url)
         engine.state.aliases.unverify(page.doc_key)
     elif isinstance(item, NotModified | Unchanged):
         fields = {

@@ -154,8 +154,10 @@ class Crawl:
         self.cut = False  # max_pages reached: the listing is incomplete
         self.checked: dict[str, Checked] = {}  # the level's pages checked so far, by key
         # Of the window being checked: why each page without a record was read for its links
-        # only ("noindex", "not_text"), and the pages whose stored links are not empty.
+        # only ("noindex", "not_text"), the pages whose links are stored, and those whose
+        # stored links are not empty.
         self.links_only: dict[str, str] = {}
+        self.read: set[str] = set()
         self.linking: set[str] = set()
 
     def narrow(self, key: str, target: str) -> None:
@@ -317,6 +319,7 @@ class Crawl:
         the validators of those read for their links only. A page whose links are not stored
         is requested without validators (a 304 would leave its links unknown)."""
         stored = self.engine.state.crawl_links.links(keys)
+        self.read = set(stored)
         self.linking = {key for key, links in stored.items() if links}
         records = {
             key: doc

@@ -18,7 +18,6 @@ from ragsync.identity import api_record_key, canonical_record_key
 from ragsync.models import AttemptState, Candidate, Checkpoint
 from ragsync.pipeline.context import Engine
 from ragsync.scope import Scope
-from ragsync.state.aliases import Copy
 from ragsync.urls import canonical_url, clean_url, in_scope
 
 log = logging.getLogger("ragsync")
@@ -115,9 +114,6 @@ class SourceListing:
         self.seen: set[str] = set()
         self.reverifying: set[str] = set()  # aliases of a crawl level, asked once admitted
         self.failing: set[str] = set()  # pages held back until the retry of their failure
-        # Copies asked again whose holder still holds what they served: a conditional
-        # request (README "Identity").
-        self.copies: dict[str, Copy] = {}
 
     def batches(
         self, found: Iterator[Candidate | Checkpoint]
@@ -173,14 +169,12 @@ class SourceListing:
                 continue  # the source's own filter: not wanted, not a refusal
             published = clean_url(candidate.url).partition("#")[0]
             if key in aliases:
-                alias = aliases[key]
-                if alias.verified_at > stale:
-                    key = alias.target
+                target, verified_at = aliases[key]
+                if verified_at > stale:
+                    key = target
                     url = published = key.split(":", 1)[1]
                 elif key not in seen:
                     reverify.append(key)
-                    if alias.copy is not None:
-                        self.copies[key] = alias.copy
                     self.info.pop(key, None)  # due now, whatever its tombstone's schedule says
             if key in seen:
                 continue

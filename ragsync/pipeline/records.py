@@ -182,6 +182,11 @@ def commit_changed(
         counters.documents_created += 1
     elif committed:
         counters.documents_updated += 1
+        held = (before["content_hash"], before["title"]) if before else None
+        if held != (extracted.content_hash, extracted.title):
+            engine.state.aliases.unverify_copies(
+                page.doc_key, extracted.content_hash, extracted.title
+            )
 
 
 def tombstone(

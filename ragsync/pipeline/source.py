@@ -234,8 +234,12 @@ class SourceSync:
             keys = [key for key, _, _ in part]
             documents = engine.state.documents.get_many(keys)
             validators: dict[str, tuple[str | None, str | None]] = {}
+            # A copy asked again while its holder holds what it served: conditionally (README
+            # "Identity"); in a crawl, only one whose links are stored (a 304 keeps them).
+            copies = engine.state.aliases.copies(keys)
             if self.crawl is not None:
                 documents, validators = self.crawl.prepare(keys, documents)
+                copies = {key: copy for key, copy in copies.items() if key in self.crawl.read}
             batch = [
                 Page(
                     key,
@@ -248,7 +252,7 @@ class SourceSync:
                     copy_of=copy[2:] if copy else None,
                 )
                 for key, candidate, unlisted in part
-                for copy in [listed.copies.get(key)]
+                for copy in [copies.get(key)]
             ]
             checked = list(pool.map(self.checker.check, batch))
             if self.crawl is not None:

@@ -18,14 +18,6 @@ class Copy(NamedTuple):
     title: str
 
 
-class AliasRow(NamedTuple):
-    """An alias as the listing sees it (:meth:`Aliases.verified`)."""
-
-    target: str  # the record key it stands for
-    verified_at: str  # when its URL was last requested ("": due now)
-    copy: Copy | None  # a copy whose target still holds what it served, with validators
-
-
 class Aliases(Repository):
     """``alias_key`` → ``doc_key`` (``state.aliases``): a URL that redirects, or declares a
     canonical, to a page indexed under another key."""
@@ -46,27 +38,38 @@ class Aliases(Repository):
         sql = "select alias_key, doc_key from aliases where alias_key in ({marks})"
         return {r["alias_key"]: r["doc_key"] for r in self.state.query_in(sql, alias_keys)}
 
-    def verified(self, source_id: str) -> dict[str, AliasRow]:
-        """Each alias of one source, by its record key; an alias never re-verified counts
-        from when it was made. An alias whose target is suspected missing or tombstoned is
-        left out: its own URL is asked again, since it may serve the content its target no
-        longer does."""
+    def verified(self, source_id: str) -> dict[str, tuple[str, str]]:
+        """``{alias record key: (target record key, verified_at)}`` for one source; an alias
+        never re-verified counts from when it was made ("": due now). An alias whose target
+        is suspected missing or tombstoned is left out: its own URL is asked again, since it
+        may serve the content its target no longer does."""
         sql = (
-            "select a.alias_key, a.doc_key, a.at, a.verified_at, a.etag, a.last_modified, "
-            "a.content_hash, a.title, "
-            "a.content_hash = d.content_hash and a.title = d.title as held "
-            "from aliases a left join documents d on d.doc_key = a.doc_key "
+            "select a.alias_key, a.doc_key, a.at, a.verified_at from aliases a "
+            "left join documents d on d.doc_key = a.doc_key "
             "where a.alias_key like ? and (d.status is null or d.status = ?)"
         )
         return {
-            r["alias_key"]: AliasRow(
+            r["alias_key"]: (
                 r["doc_key"],
                 r["at"] or "" if r["verified_at"] is None else r["verified_at"],
-                Copy(r["etag"], r["last_modified"], r["content_hash"], r["title"])
-                if r["held"] and (r["etag"] or r["last_modified"])
-                else None,
             )
             for r in self.db.query(sql, [f"{source_id}:%", DocumentStatus.ACTIVE])
+        }
+
+    def copies(self, alias_keys: Sequence[str]) -> dict[str, Copy]:
+        """Those of ``alias_keys`` that are copies whose target still holds the content and
+        title they served, with the validators their URL answered (README "Identity")."""
+        sql = (
+            "select a.alias_key, a.etag, a.last_modified, a.content_hash, a.title "
+            "from aliases a join documents d on d.doc_key = a.doc_key "
+            "where d.status = ? and a.content_hash = d.content_hash and a.title = d.title "
+            "and (a.etag is not null or a.last_modified is not null) "
+            "and a.alias_key in ({marks})"
+        )
+        rows = self.state.query_in(sql, alias_keys, [DocumentStatus.ACTIVE])
+        return {
+            r["alias_key"]: Copy(r["etag"], r["last_modified"], r["content_hash"], r["title"])
+            for r in rows
         }
 
     def mark_verified(self, alias_keys: Sequence[str], at: str) -> None:
@@ -75,12 +78,21 @@ class Aliases(Repository):
         self.state.execute_in(sql, alias_keys, [at])
 
     def unverify(self, alias_key: str) -> None:
-        """The alias's URL answered 304 while its target no longer holds what it served: it is
-        due again, and asked in full (its stored validators describe content no record
-        holds)."""
+        """The copy's URL answered 304 while its target no longer holds what it served: it is
+        due again, and asked in full."""
+        self._unverify("alias_key = ?", [alias_key])
+
+    def unverify_copies(self, doc_key: str, content_hash: str, title: str) -> None:
+        """The record ``doc_key`` now holds another content or title: its copies serve what it
+        no longer holds, so they are due again and asked in full (a copy's page would
+        otherwise be indexed nowhere until its re-verification)."""
+        where = "doc_key = ? and content_hash is not null and (content_hash <> ? or title <> ?)"
+        self._unverify(where, [doc_key, content_hash, title])
+
+    def _unverify(self, where: str, args: Sequence[Any]) -> None:
+        # The stored validators describe content no record holds: none are sent.
         sql = (
-            "update aliases set verified_at = '', etag = null, last_modified = null "
-            "where alias_key = ?"
+            f"update aliases set verified_at = '', etag = null, last_modified = null where {where}"
         )
         with self.state.write():
-            self.db.execute(sql, [alias_key])
+            self.db.execute(sql, args)

@@ -370,6 +370,8 @@ def _m019_alias_validators(db: Any) -> None:
     # conditional request while its holder still holds that content. NULL for moves.
     for column in ("etag", "last_modified", "content_hash", "title"):
         db.table("aliases").add_column(column, str)
+    # A record whose content changes makes its copies due again (Aliases.unverify_copies).
+    db.table("aliases").create_index(["doc_key"])
 
 
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
