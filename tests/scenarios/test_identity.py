@@ -28,6 +28,27 @@ def points_by_url(syncer):
 MOVE_AT_ONCE = {"missing_confirmations": 1, "missing_grace": "0s"}
 
 
+@pytest.fixture
+def served_twice(tmp_path, embedder):
+    """``build(pages)``: the pages served, and a syncer of them with an injected clock: every
+    1 h, ``max_interval`` 2 h unless given, moves and tombstones confirmed at once."""
+    made: list[tuple[DevSite, Syncer]] = []
+
+    def build(pages, max_interval="2h"):
+        site = DevSite(pages)
+        site.start()
+        clock = Clock()
+        source = sitemap_source(site, every="1h", max_interval=max_interval, **MOVE_AT_ONCE)
+        syncer = Syncer(make_config(tmp_path, [source]), embedder=embedder, clock=clock)
+        made.append((site, syncer))
+        return site, clock, syncer
+
+    yield build
+    for site, syncer in made:
+        syncer.close()
+        site.stop()
+
+
 def test_a_renamed_page_moves_its_record_and_points_without_reembedding(make_syncer, embedder):
     site = DevSite(example_pages(3))
     site.start()
@@ -355,7 +376,7 @@ def test_a_page_already_indexed_twice_is_stored_once_when_both_are_checked(make_
         site.stop()
 
 
-def test_a_copy_asked_again_before_its_holder_in_a_pass_stays_an_alias(tmp_path, embedder):
+def test_a_copy_asked_again_before_its_holder_in_a_pass_stays_an_alias(served_twice):
     """The npm docs serve package-json.html again as npm-json.html. When the copy's alias
     was re-verified in a window before the one holding its holder, the copy took the page
     back and the holder, checked later in the pass, was retired as its copy: a restored and
@@ -364,113 +385,87 @@ def test_a_copy_asked_again_before_its_holder_in_a_pass_stays_an_alias(tmp_path,
     pages["/y"] = pages["/guide/page-0"]
     pages["/guide/x-long-copy"] = pages["/guide/page-0"]
     del pages["/guide/page-0"]
-    site = DevSite(pages)
-    site.start()
-    clock = Clock()
-    source = sitemap_source(site, every="1h", max_interval="2h", **MOVE_AT_ONCE)
-    syncer = Syncer(make_config(tmp_path, [source]), embedder=embedder, clock=clock)
+    site, clock, syncer = served_twice(pages)
     holder, copy = (f"docs:{site.base_url}{p}" for p in ("/y", "/guide/x-long-copy"))
-    try:
-        syncer.run()
-        assert syncer.state.aliases.targets("docs") == {copy: holder}
-        # 70 new pages and the copy's alias gone stale: the copy (asked again, listed as
-        # new) comes in the first window of the pass, its holder (unchanged) in the second
-        for i in range(70):
-            site.set_page(f"/more/page-{i}", f"More {i}", f"<p>{sentences(f'more {i}')}</p>")
-        site.set_page("/guide/x-long-copy", *pages["/y"])
-        clock.advance(hours=3)
-        points = {url for url in points_by_url(syncer) if "/more/" not in url}
-        changes = len(syncer.changes())
+    syncer.run()
+    assert syncer.state.aliases.targets("docs") == {copy: holder}
+    # 70 new pages and the copy's alias gone stale: the copy (asked again, listed as
+    # new) comes in the first window of the pass, its holder (unchanged) in the second
+    for i in range(70):
+        site.set_page(f"/more/page-{i}", f"More {i}", f"<p>{sentences(f'more {i}')}</p>")
+    site.set_page("/guide/x-long-copy", *pages["/y"])
+    clock.advance(hours=3)
+    points = {url for url in points_by_url(syncer) if "/more/" not in url}
+    changes = len(syncer.changes())
 
-        result = syncer.run()
+    result = syncer.run()
 
-        assert len(site.requests_to("/guide/x-long-copy")) == 2  # re-verified
-        assert result.counters.tombstones_created == 0
-        assert syncer.state.documents.get(holder)["status"] == "active"
-        assert syncer.state.aliases.targets("docs") == {copy: holder}
-        assert {url for url in points_by_url(syncer) if "/more/" not in url} == points
-        assert len(syncer.changes()) == changes + 70  # the new pages only
-    finally:
-        syncer.close()
-        site.stop()
+    assert len(site.requests_to("/guide/x-long-copy")) == 2  # re-verified
+    assert result.counters.tombstones_created == 0
+    assert syncer.state.documents.get(holder)["status"] == "active"
+    assert syncer.state.aliases.targets("docs") == {copy: holder}
+    assert {url for url in points_by_url(syncer) if "/more/" not in url} == points
+    assert len(syncer.changes()) == changes + 70  # the new pages only
 
 
-def test_a_copy_asked_again_is_a_conditional_request_while_its_holder_holds_its_page(
-    tmp_path, embedder
-):
+def test_a_copy_asked_again_is_a_conditional_request_while_its_holder_holds_its_page(served_twice):
     """mdBook serves its first chapter twice. The copy's alias is re-verified every
     max_interval (24 h by default), and its URL was downloaded in full each time: a run on an
     unchanged site was not 304-only once a day."""
     pages = example_pages(2)
     pages["/guide/page-0-copy"] = pages["/guide/page-0"]
-    site = DevSite(pages)
-    site.start()
-    clock = Clock()
-    source = sitemap_source(site, every="1h", max_interval="2h", **MOVE_AT_ONCE)
-    syncer = Syncer(make_config(tmp_path, [source]), embedder=embedder, clock=clock)
+    site, clock, syncer = served_twice(pages)
     holder, copy = (f"docs:{site.base_url}/guide/{p}" for p in ("page-0", "page-0-copy"))
-    try:
-        syncer.run()
-        assert syncer.state.aliases.targets("docs") == {copy: holder}
+    syncer.run()
+    assert syncer.state.aliases.targets("docs") == {copy: holder}
 
-        clock.advance(hours=3)
-        result = syncer.run()
+    clock.advance(hours=3)
+    result = syncer.run()
 
-        asked = site.requests_to("/guide/page-0-copy")
-        assert len(asked) == 2  # re-verified …
-        counters = result.counters
-        assert counters.responses_304 == 3  # … conditionally, like the rest
-        assert counters.responses_200_changed == counters.responses_200_unchanged == 0
-        assert counters.conditional_requests_sent == counters.requests_sent
-        assert syncer.state.aliases.targets("docs") == {copy: holder}
+    asked = site.requests_to("/guide/page-0-copy")
+    assert len(asked) == 2  # re-verified …
+    counters = result.counters
+    assert counters.responses_304 == 3  # … conditionally, like the rest
+    assert counters.responses_200_changed == counters.responses_200_unchanged == 0
+    assert counters.conditional_requests_sent == counters.requests_sent
+    assert syncer.state.aliases.targets("docs") == {copy: holder}
 
-        clock.advance(hours=3)  # asked again: the validators it answered are kept
-        assert syncer.run().counters.responses_304 == 3
+    clock.advance(hours=3)  # asked again: the validators it answered are kept
+    assert syncer.run().counters.responses_304 == 3
 
-        # The copy now serves a page of its own: its 200 brings its record back.
-        site.set_page("/guide/page-0-copy", "Its own page", f"<p>{sentences('own')}</p>")
-        clock.advance(hours=3)
-        syncer.run()
-        assert syncer.state.documents.get(copy)["status"] == "active"
-        assert syncer.state.aliases.targets("docs") == {}
-        assert syncer.verify().clean
-    finally:
-        syncer.close()
-        site.stop()
+    # The copy now serves a page of its own: its 200 brings its record back.
+    site.set_page("/guide/page-0-copy", "Its own page", f"<p>{sentences('own')}</p>")
+    clock.advance(hours=3)
+    syncer.run()
+    assert syncer.state.documents.get(copy)["status"] == "active"
+    assert syncer.state.aliases.targets("docs") == {}
+    assert syncer.verify().clean
 
 
-def test_a_copy_that_answers_304_after_its_holder_changed_is_asked_in_full(tmp_path, embedder):
+def test_a_copy_that_answers_304_after_its_holder_changed_is_asked_in_full(served_twice):
     """The holder changes in the pass that asks its copy again, and the copy does not: the
     copy's 304 says it still serves what the holder no longer holds, so it is not the
     holder's copy any more. It is asked again in full, and indexed under its own URL."""
     pages = example_pages(2)
     pages["/guide/page-0-copy"] = pages["/guide/page-0"]
-    site = DevSite(pages)
-    site.start()
-    clock = Clock()
-    source = sitemap_source(site, every="1h", max_interval="2h", **MOVE_AT_ONCE)
-    syncer = Syncer(make_config(tmp_path, [source]), embedder=embedder, clock=clock)
+    site, clock, syncer = served_twice(pages)
     holder, copy = (f"docs:{site.base_url}/guide/{p}" for p in ("page-0", "page-0-copy"))
-    try:
-        syncer.run()
-        site.set_page("/guide/page-0", "Page 0, revised", f"<p>{sentences('revised')}</p>")
-        clock.advance(hours=3)
+    syncer.run()
+    site.set_page("/guide/page-0", "Page 0, revised", f"<p>{sentences('revised')}</p>")
+    clock.advance(hours=3)
 
-        result = syncer.run()  # the holder changed; its copy answered 304
+    result = syncer.run()  # the holder changed; its copy answered 304
 
-        assert result.counters.responses_304 == 2  # the copy and page-1
-        assert syncer.state.documents.get(copy) is None  # not indexed yet …
-        assert f"{site.base_url}/guide/page-0-copy" not in points_by_url(syncer)
-        clock.advance(hours=1)
-        syncer.run()  # … but due again at the source's next run, and asked in full
-        assert syncer.state.documents.get(copy)["status"] == "active"
-        assert syncer.state.aliases.targets("docs") == {}
-        urls = set(points_by_url(syncer))
-        assert {f"{site.base_url}/guide/page-0", f"{site.base_url}/guide/page-0-copy"} <= urls
-        assert syncer.verify().clean
-    finally:
-        syncer.close()
-        site.stop()
+    assert result.counters.responses_304 == 2  # the copy and page-1
+    assert syncer.state.documents.get(copy) is None  # not indexed yet …
+    assert f"{site.base_url}/guide/page-0-copy" not in points_by_url(syncer)
+    clock.advance(hours=1)
+    syncer.run()  # … but due again at the source's next run, and asked in full
+    assert syncer.state.documents.get(copy)["status"] == "active"
+    assert syncer.state.aliases.targets("docs") == {}
+    urls = set(points_by_url(syncer))
+    assert {f"{site.base_url}/guide/page-0", f"{site.base_url}/guide/page-0-copy"} <= urls
+    assert syncer.verify().clean
 
 
 def test_a_shorter_url_serving_an_indexed_page_becomes_its_copy(make_syncer, embedder):
@@ -498,105 +493,79 @@ def test_a_shorter_url_serving_an_indexed_page_becomes_its_copy(make_syncer, emb
         site.stop()
 
 
-def test_a_copy_that_comes_back_after_its_tombstone_stays_a_copy(tmp_path, embedder):
+def test_a_copy_that_comes_back_after_its_tombstone_stays_a_copy(served_twice):
     """libffi serves c.html again as The-Closure-API.html. c.html answered 404 until it was
     tombstoned, and the longer URL took the page; when c.html came back in a window before
     its holder's, it took the page back (restored) and the holder, checked later in the
     pass, was retired as its copy: every point deleted and written again."""
     pages = example_pages(2)
     pages["/c"] = pages["/guide/x-long-copy"] = pages.pop("/guide/page-0")
-    site = DevSite(pages)
-    site.start()
-    clock = Clock()
-    source = sitemap_source(site, every="1h", max_interval="2h", **MOVE_AT_ONCE)
-    syncer = Syncer(make_config(tmp_path, [source]), embedder=embedder, clock=clock)
+    site, clock, syncer = served_twice(pages)
     short, long = (f"docs:{site.base_url}{p}" for p in ("/c", "/guide/x-long-copy"))
-    try:
+    syncer.run()
+    assert syncer.state.aliases.targets("docs") == {long: short}
+    site.remove_page("/c")
+    for _ in range(2):  # tombstoned; then the copy's own URL is asked: it holds the page
+        clock.advance(hours=1)
         syncer.run()
-        assert syncer.state.aliases.targets("docs") == {long: short}
-        site.remove_page("/c")
-        for _ in range(2):  # tombstoned; then the copy's own URL is asked: it holds the page
-            clock.advance(hours=1)
-            syncer.run()
-        assert syncer.state.documents.get(long)["status"] == "active"
-        assert syncer.state.documents.get(short)["status"] == "tombstoned"
-        points = points_by_url(syncer)
+    assert syncer.state.documents.get(long)["status"] == "active"
+    assert syncer.state.documents.get(short)["status"] == "tombstoned"
+    points = points_by_url(syncer)
 
-        # c.html comes back with 70 new pages: it comes in the first window of the pass,
-        # the holder (unchanged) in the second
-        for i in range(70):
-            site.set_page(f"/more/page-{i}", f"More {i}", f"<p>{sentences(f'more {i}')}</p>")
-        site.set_page("/c", *pages["/c"])
-        clock.advance(hours=3)
+    # c.html comes back with 70 new pages: it comes in the first window of the pass,
+    # the holder (unchanged) in the second
+    for i in range(70):
+        site.set_page(f"/more/page-{i}", f"More {i}", f"<p>{sentences(f'more {i}')}</p>")
+    site.set_page("/c", *pages["/c"])
+    clock.advance(hours=3)
 
-        result = syncer.run()
+    result = syncer.run()
 
-        assert result.counters.tombstones_created == 0
-        assert syncer.state.documents.get(long)["status"] == "active"
-        assert syncer.state.aliases.targets("docs") == {short: long}
-        assert {u: n for u, n in points_by_url(syncer).items() if "/more/" not in u} == points
-    finally:
-        syncer.close()
-        site.stop()
+    assert result.counters.tombstones_created == 0
+    assert syncer.state.documents.get(long)["status"] == "active"
+    assert syncer.state.aliases.targets("docs") == {short: long}
+    assert {u: n for u, n in points_by_url(syncer).items() if "/more/" not in u} == points
 
 
-def test_a_page_that_comes_back_as_a_copy_of_a_holder_that_then_changes_is_indexed(
-    tmp_path, embedder
-):
+def test_a_page_that_comes_back_as_a_copy_of_a_holder_that_then_changes_is_indexed(served_twice):
     """c.html comes back and is a copy of the record holding its page, not checked yet in the
     pass; that record, checked later in the pass, has changed. No record held c.html's page,
     and its alias, just verified, was not asked again for a day (found by review)."""
     pages = example_pages(2)
     pages["/c"] = pages["/guide/x-long-copy"] = pages.pop("/guide/page-0")
-    site = DevSite(pages)
-    site.start()
-    clock = Clock()
-    source = sitemap_source(site, every="1h", max_interval="24h", **MOVE_AT_ONCE)
-    syncer = Syncer(make_config(tmp_path, [source]), embedder=embedder, clock=clock)
-    try:
-        syncer.run()
-        site.remove_page("/c")
-        for _ in range(2):  # tombstoned; the copy's own URL then holds the page
-            clock.advance(hours=1)
-            syncer.run()
-        assert syncer.state.documents.get(f"docs:{site.base_url}/c")["status"] == "tombstoned"
-        site.set_page("/guide/x-long-copy", "Revised", f"<p>{sentences('revised')}</p>")
-        for i in range(70):  # the holder in the last window, /c in the first
-            site.set_page(f"/more/page-{i}", f"More {i}", f"<p>{sentences(f'more {i}')}</p>")
-        site.set_page("/c", *pages["/c"])
+    site, clock, syncer = served_twice(pages, max_interval="24h")
+    syncer.run()
+    site.remove_page("/c")
+    for _ in range(2):  # tombstoned; the copy's own URL then holds the page
         clock.advance(hours=1)
         syncer.run()
+    assert syncer.state.documents.get(f"docs:{site.base_url}/c")["status"] == "tombstoned"
+    site.set_page("/guide/x-long-copy", "Revised", f"<p>{sentences('revised')}</p>")
+    for i in range(70):  # the holder in the last window, /c in the first
+        site.set_page(f"/more/page-{i}", f"More {i}", f"<p>{sentences(f'more {i}')}</p>")
+    site.set_page("/c", *pages["/c"])
+    clock.advance(hours=1)
+    syncer.run()
 
-        clock.advance(hours=1)
-        syncer.run()  # the holder's copies are due again: /c is asked in full
+    clock.advance(hours=1)
+    syncer.run()  # the holder's copies are due again: /c is asked in full
 
-        assert f"{site.base_url}/c" in points_by_url(syncer)
-        assert syncer.state.aliases.targets("docs") == {}
-        assert syncer.verify().clean
-    finally:
-        syncer.close()
-        site.stop()
+    assert f"{site.base_url}/c" in points_by_url(syncer)
+    assert syncer.state.aliases.targets("docs") == {}
+    assert syncer.verify().clean
 
 
-def test_workers_ask_a_copy_again_conditionally(tmp_path, embedder):
+def test_workers_ask_a_copy_again_conditionally(served_twice):
     """The work queue carries no validators: a worker asked a copy in full (found by
     review)."""
     pages = example_pages(2)
     pages["/guide/page-0-copy"] = pages["/guide/page-0"]
-    site = DevSite(pages)
-    site.start()
-    clock = Clock()
-    source = sitemap_source(site, every="1h", max_interval="2h", **MOVE_AT_ONCE)
-    syncer = Syncer(make_config(tmp_path, [source]), embedder=embedder, clock=clock)
-    try:
-        Worker(syncer, poll=0.05).run(until_idle=True)
-        clock.advance(hours=3)
-        Worker(syncer, poll=0.05).run(until_idle=True)
+    site, clock, syncer = served_twice(pages)
+    Worker(syncer, poll=0.05).run(until_idle=True)
+    clock.advance(hours=3)
+    Worker(syncer, poll=0.05).run(until_idle=True)
 
-        asked = site.requests_to("/guide/page-0-copy")
-        assert len(asked) == 2 and asked[-1].conditional and asked[-1].status == 304
-        holder = f"docs:{site.base_url}/guide/page-0"
-        assert syncer.state.aliases.targets("docs") == {f"{holder}-copy": holder}
-    finally:
-        syncer.close()
-        site.stop()
+    asked = site.requests_to("/guide/page-0-copy")
+    assert len(asked) == 2 and asked[-1].conditional and asked[-1].status == 304
+    holder = f"docs:{site.base_url}/guide/page-0"
+    assert syncer.state.aliases.targets("docs") == {f"{holder}-copy": holder}
