@@ -1,9 +1,9 @@
 """Duplicates: two URLs of a source's host that serve the same page are stored once.
 
 A page whose extracted content and title a record of its source on the same host holds
-already — a record
-checked in this same pass and found serving it, or a page with a shorter URL in the same
-window — is not indexed a second time: its URL becomes an alias of that record, as a confirmed
+already — a record checked in this same pass and found serving it, or, in the same window, the
+record indexed with it already, else the page with the shortest URL — is not indexed a second
+time: its URL becomes an alias of that record, as a confirmed
 move would make it (README "Identity"). The alias is re-verified like any other: after
 ``max_interval`` its URL is requested again, and if it then serves a page of its own, its
 record comes back; while its target is suspected missing or gone, its own URL is asked. A page
@@ -128,9 +128,9 @@ def comes_back(outcome: Outcome) -> bool:
     """A tombstoned page served again. It may be a copy of an active record that took its
     page while it was gone, and that record is kept though not checked yet in this pass:
     libffi's c.html, served again as The-Closure-API.html, came back before its holder's
-    window, took the page back, and the holder was retired as its copy. (A tombstoned URL
-    whose page was renamed away and back again is kept as a copy until its holder is found
-    missing: then it is asked again, as any copy of a missing holder is.)"""
+    window, took the page back, and the holder was retired as its copy. (A page renamed
+    away and back comes back this way too: a copy of the record it was renamed to, until
+    that record's redirect back is confirmed as a move, which gives the page back.)"""
     document = outcome.page.document
     return (
         isinstance(outcome, Changed)
