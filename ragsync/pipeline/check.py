@@ -23,6 +23,7 @@ from ragsync.extract import (
 )
 from ragsync.extractpool import shared_pool
 from ragsync.fetch import OutOfScope
+from ragsync.identity import canonical_record_key
 from ragsync.links import NOINDEX, PageLinks, page_links
 from ragsync.models import DocumentStatus, Extracted, Response, Verdict
 from ragsync.pipeline.context import Engine
@@ -196,7 +197,9 @@ class PageChecker:
             if document and document["status"] != DocumentStatus.TOMBSTONED:
                 # A page suspected missing keeps its content: its validators still name it.
                 etag, last_modified = document["etag"], document["last_modified"]
-            elif page.validators is not None and (document is None or page.copy_of):
+            elif page.validators is not None and (
+                document is None or document["status"] == DocumentStatus.TOMBSTONED
+            ):
                 etag, last_modified = page.validators
             exchange = Exchange(requested=True, conditional=bool(etag or last_modified))
             return self.fetch(page, exchange, etag=etag, last_modified=last_modified)
@@ -385,9 +388,15 @@ class PageChecker:
             if target in seen:
                 return Failed(page, exchange, reason=f"{via}: a redirect loop")
             seen.add(target)
+            # A moved page asked again: its target's ETag, when the stub leads to the target
+            etag = None
+            if page.validators and page.validators_of == canonical_record_key(
+                self.source.id, target
+            ):
+                etag = page.validators[0]
             try:
                 answer = self.fetcher.get(
-                    refresh, follow_temporary=False, scope=self, pages_only=True
+                    refresh, etag=etag, follow_temporary=False, scope=self, pages_only=True
                 )
             except OutOfScope as exc:  # not requested: its hop lies outside the source
                 return self.refused_hop(page, exchange, exc)
@@ -397,6 +406,9 @@ class PageChecker:
                 return Failed(page, exchange, reason=reason, transient=exc.transient)
             exchange = dataclasses.replace(exchange, extra=exchange.extra + 1)
             verdict, reason = classify(answer.status, answer.content_type, answer.body)
+            if verdict == "not_modified" and etag is not None:  # the target is unchanged
+                exchange = dataclasses.replace(exchange, response=answer)
+                return NotModified(page, exchange, moved_to=target)
             if verdict == Verdict.MISSING:
                 return Missing(page, exchange, reason=f"{via}: {reason}")
             if verdict != "content":

@@ -34,6 +34,7 @@ from ragsync.pipeline.outcomes import Document, Failed, Missing, NotModified, Ou
 from ragsync.policy import missing_step
 from ragsync.protocols import CRAWL_MAX_DEPTH, CRAWL_MAX_PAGES, Crawler
 from ragsync.scope import Scope, hostname
+from ragsync.state.aliases import Asked
 from ragsync.state.crawl import LinksRow
 from ragsync.urls import canonical_url, start_directory, with_slash
 
@@ -332,6 +333,18 @@ class Crawl:
         self.links_only = {key: skipped for key, (_, _, skipped) in links_only.items()}
         return records, {key: (etag, modified) for key, (etag, modified, _) in links_only.items()}
 
+    def conditional(self, asked: dict[str, Asked]) -> dict[str, Asked]:
+        """Those of the window's aliases ``asked`` again that can be asked conditionally in a
+        crawl: a 304 keeps the links stored, so the page whose links it stands for must have
+        them (a copy's own; a moved page's target's)."""
+        targets = [alias.target for alias in asked.values() if not alias.copy_of]
+        linked = self.engine.state.crawl_links.links(targets) if targets else {}
+        return {
+            key: alias
+            for key, alias in asked.items()
+            if (key in self.read if alias.copy_of else alias.target in linked)
+        }
+
     def store(self, outcomes: Sequence[Outcome]) -> list[Outcome]:
         """Store the links read in a window, before it is committed (a crash in between costs
         a re-read, never a stale graph); remember what :meth:`next_level` needs of them.
@@ -344,7 +357,8 @@ class Crawl:
         for outcome in outcomes:
             page = outcome.page
             key = page.doc_key
-            if isinstance(outcome, NotModified) and page.document is None and not page.copy_of:
+            asked_again = page.copy_of or page.validators_of  # an alias, not a links-only page
+            if isinstance(outcome, NotModified) and page.document is None and not asked_again:
                 exchange = outcome.exchange
                 if self.links_only.get(key) == "not_text":
                     outcome = Skipped(page, exchange, why="not_text", reason="a file (HTTP 304)")

@@ -85,6 +85,10 @@ def _resolve(
     if target_key in taken:  # the target is handled by its own page in this batch
         return MovedOnly(moved, exchange, moved_from=origin)
     taken.add(target_key)
+    if isinstance(outcome, NotModified) and page.validators_of == target_key:
+        # The target's own ETag was sent: its 304 says the target is unchanged, and the
+        # old URL still leads there (the alias stands; the target counts as checked).
+        return NotModified(moved, exchange, moved_from=origin)
     extracted = outcome.extracted if isinstance(outcome, Changed) else None
     if extracted is None and old is not None and old["markdown"]:
         extracted = stored_content(old)

@@ -43,6 +43,8 @@ class Page:
         copy_of: for a copy's URL asked again with the validators of what it served, the
             ``(content hash, title)`` it served: a 304 keeps it a copy of the record holding
             them (README "Identity").
+        validators_of: for a moved page's old URL asked again with its target's ETag, the
+            target's record key: a 304 says the target is unchanged.
     """
 
     doc_key: str
@@ -53,6 +55,7 @@ class Page:
     prunable: bool = False
     validators: tuple[str | None, str | None] | None = None
     copy_of: tuple[str, str] | None = None
+    validators_of: str | None = None
 
     @property
     def published(self) -> str:

@@ -234,12 +234,11 @@ class SourceSync:
             keys = [key for key, _, _ in part]
             documents = engine.state.documents.get_many(keys)
             validators: dict[str, tuple[str | None, str | None]] = {}
-            # A copy asked again while its holder holds what it served: conditionally (README
-            # "Identity"); in a crawl, only one whose links are stored (a 304 keeps them).
-            copies = engine.state.aliases.copies(keys)
+            # An alias asked again: conditionally when it can be (README "Identity").
+            asked = engine.state.aliases.asked_again(keys)
             if self.crawl is not None:
                 documents, validators = self.crawl.prepare(keys, documents)
-                copies = {key: copy for key, copy in copies.items() if key in self.crawl.read}
+                asked = self.crawl.conditional(asked)
             batch = [
                 Page(
                     key,
@@ -248,11 +247,12 @@ class SourceSync:
                     documents.get(key),
                     unlisted=unlisted,
                     prunable=unlisted and self.prunable,
-                    validators=copy[:2] if copy else validators.get(key),
-                    copy_of=copy[2:] if copy else None,
+                    validators=(alias.etag, alias.last_modified) if alias else validators.get(key),
+                    copy_of=alias.copy_of if alias else None,
+                    validators_of=alias.target if alias and not alias.copy_of else None,
                 )
                 for key, candidate, unlisted in part
-                for copy in [copies.get(key)]
+                for alias in [asked.get(key)]
             ]
             checked = list(pool.map(self.checker.check, batch))
             if self.crawl is not None:

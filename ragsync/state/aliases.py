@@ -9,13 +9,13 @@ from ragsync.models import DocumentStatus
 from ragsync.state.repository import Repository
 
 
-class Copy(NamedTuple):
-    """What a copy's URL served when it was last found a copy (README "Identity")."""
+class Asked(NamedTuple):
+    """An alias asked again, with what makes the request conditional (README "Identity")."""
 
-    etag: str | None
+    target: str  # the record key it stands for
+    etag: str | None  # the validators to send: a copy's own, a move's target's
     last_modified: str | None
-    content_hash: str
-    title: str
+    copy_of: tuple[str, str] | None  # a copy's (content hash, title); None for a move
 
 
 class Aliases(Repository):
@@ -56,21 +56,29 @@ class Aliases(Repository):
             for r in self.db.query(sql, [f"{source_id}:%", DocumentStatus.ACTIVE])
         }
 
-    def copies(self, alias_keys: Sequence[str]) -> dict[str, Copy]:
-        """Those of ``alias_keys`` that are copies whose target still holds the content and
-        title they served, with the validators their URL answered (README "Identity")."""
+    def asked_again(self, alias_keys: Sequence[str]) -> dict[str, Asked]:
+        """Those of ``alias_keys`` whose URL can be asked again conditionally: a copy whose
+        target still holds the content and title it served, with the validators its URL
+        answered; a moved page, with its target's ETag (its redirect leads there, and a 304
+        says the target is unchanged). Never a target's Last-Modified: a date is compared,
+        not matched, and an old URL serving an older page of its own again would answer 304
+        to it. Their target is active."""
         sql = (
-            "select a.alias_key, a.etag, a.last_modified, a.content_hash, a.title "
+            "select a.alias_key, a.doc_key, a.content_hash, a.title, a.etag, a.last_modified, "
+            "d.etag as target_etag "
             "from aliases a join documents d on d.doc_key = a.doc_key "
-            "where d.status = ? and a.content_hash = d.content_hash and a.title = d.title "
-            "and (a.etag is not null or a.last_modified is not null) "
+            "where d.status = ? and (a.content_hash is null "
+            "or (a.content_hash = d.content_hash and a.title = d.title)) "
             "and a.alias_key in ({marks})"
         )
-        rows = self.state.query_in(sql, alias_keys, [DocumentStatus.ACTIVE])
-        return {
-            r["alias_key"]: Copy(r["etag"], r["last_modified"], r["content_hash"], r["title"])
-            for r in rows
-        }
+        asked: dict[str, Asked] = {}
+        for r in self.state.query_in(sql, alias_keys, [DocumentStatus.ACTIVE]):
+            copy = r["content_hash"] is not None
+            etag, modified = (r["etag"], r["last_modified"]) if copy else (r["target_etag"], None)
+            if etag or modified:
+                copy_of = (r["content_hash"], r["title"]) if copy else None
+                asked[r["alias_key"]] = Asked(r["doc_key"], etag, modified, copy_of)
+        return asked
 
     def mark_verified(self, alias_keys: Sequence[str], at: str) -> None:
         """The aliases' URLs were requested again at ``at`` (re-verified)."""

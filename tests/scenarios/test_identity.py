@@ -569,3 +569,37 @@ def test_workers_ask_a_copy_again_conditionally(served_twice):
     assert len(asked) == 2 and asked[-1].conditional and asked[-1].status == 304
     holder = f"docs:{site.base_url}/guide/page-0"
     assert syncer.state.aliases.targets("docs") == {f"{holder}-copy": holder}
+
+
+@pytest.mark.parametrize("how", ["301", "stub"])
+def test_a_moved_page_asked_again_at_its_old_url_is_a_conditional_request(served_twice, how):
+    """A sitemap still listing a renamed page's old URL: its alias is re-verified every
+    max_interval, and the redirect's target was downloaded in full each time (the Rust
+    Edition Guide's meta-refresh stub, on each re-verification: one 200 in a run otherwise
+    all 304s)."""
+    pages = example_pages(2)
+    site, clock, syncer = served_twice(pages)
+    old, new = "/guide/page-0", "/guide/moved"
+    syncer.run()
+    site.set_page(new, *pages[old])
+    if how == "301":
+        site.redirect(old, new)
+    else:  # mdBook's redirect stub: a 200 whose meta refresh sends the reader on at once
+        site.set_page(old, "Redirecting", f'<meta http-equiv="refresh" content="0; url={new}">')
+    site.listed = lambda: [old, "/guide/page-1"]  # stale: the old URL only
+    clock.advance(hours=1)
+    syncer.run()
+    alias = {f"docs:{site.base_url}{old}": f"docs:{site.base_url}{new}"}
+    assert syncer.state.aliases.targets("docs") == alias
+
+    clock.advance(hours=3)
+    seen = len(site.hits)
+    result = syncer.run()  # the alias is due: its URL is asked again
+
+    asked = [(hit.path, hit.status) for hit in site.hits[seen:] if hit.path.startswith("/guide")]
+    assert (old, 301 if how == "301" else 200) in asked  # re-verified …
+    assert (new, 304) in asked and (new, 200) not in asked  # … its target conditionally
+    assert result.counters.responses_200_changed == result.counters.responses_200_unchanged == 0
+    assert syncer.state.aliases.targets("docs") == alias
+    assert syncer.state.documents.get(f"docs:{site.base_url}{new}")["status"] == "active"
+    assert syncer.verify().clean
