@@ -10,7 +10,7 @@ from typing import Any
 from ragsync.chunkdiff import diff_chunks
 from ragsync.clock import iso
 from ragsync.config import SourceConfig
-from ragsync.models import ChunkDiff, Counters, SourceOutcome, StoredChunk
+from ragsync.models import ChunkDiff, Counters, DocumentStatus, SourceOutcome, StoredChunk
 from ragsync.pipeline.context import Engine
 from ragsync.pipeline.duplicates import store_once
 from ragsync.pipeline.failures import record_failure
@@ -132,6 +132,10 @@ def commit_one(
         reason = "no longer listed by the source"
         record_missing(engine, source, item, reason, now=now, run_id=run_id, counters=counters)
     elif isinstance(item, Missing):
+        if page.document is None or page.document["status"] == DocumentStatus.TOMBSTONED:
+            # An alias asked again that is gone (a copy removed from the site) stood for its
+            # target: it is a broken link now, not a confirmed copy.
+            engine.state.aliases.forget(page.doc_key)
         record_missing(engine, source, item, item.reason, now=now, run_id=run_id, counters=counters)
     elif isinstance(item, Moving):
         record_moving(engine, source, item, now=now, counters=counters)

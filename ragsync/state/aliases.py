@@ -80,6 +80,12 @@ class Aliases(Repository):
                 asked[r["alias_key"]] = Asked(r["doc_key"], etag, modified, copy_of)
         return asked
 
+    def forget(self, alias_key: str) -> None:
+        """The alias's URL answered 404/410: it stands for nothing any more (listed again, it
+        is a URL never indexed that answered 404)."""
+        with self.state.write():
+            self.db.execute("delete from aliases where alias_key = ?", [alias_key])
+
     def mark_verified(self, alias_keys: Sequence[str], at: str) -> None:
         """The aliases' URLs were requested again at ``at`` (re-verified)."""
         sql = "update aliases set verified_at = ? where alias_key in ({marks})"

@@ -603,3 +603,26 @@ def test_a_moved_page_asked_again_at_its_old_url_is_a_conditional_request(served
     assert syncer.state.aliases.targets("docs") == alias
     assert syncer.state.documents.get(f"docs:{site.base_url}{new}")["status"] == "active"
     assert syncer.verify().clean
+
+
+def test_a_copy_whose_url_answers_404_is_no_longer_an_alias(served_twice):
+    """npm's commands/i.html, a copy of npm-install.html, removed while still linked: each
+    re-verification answered 404, and the alias was confirmed again (and counted as a
+    duplicate) instead of the URL being named as a broken link."""
+    pages = example_pages(2)
+    pages["/guide/page-0-copy"] = pages["/guide/page-0"]
+    site, clock, syncer = served_twice(pages)
+    copy = f"docs:{site.base_url}/guide/page-0-copy"
+    syncer.run()
+    assert copy in syncer.state.aliases.targets("docs")
+    site.remove_page("/guide/page-0-copy")
+    site.listed = lambda: ["/guide/page-0", "/guide/page-0-copy", "/guide/page-1"]
+    clock.advance(hours=3)
+
+    result = syncer.run()
+
+    assert site.requests_to("/guide/page-0-copy")[-1].status == 404
+    assert result.counters.duplicates == 0 and result.counters.responses_404 == 1
+    assert syncer.state.aliases.targets("docs") == {}
+    (attempt,) = syncer.state.attempts.list("docs")
+    assert attempt["doc_key"] == copy and attempt["state"] == "missing"
