@@ -4,7 +4,7 @@ changed document and one for every page found unchanged, then the journal applie
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import Any
 
 from ragsync.chunkdiff import diff_chunks
@@ -70,16 +70,18 @@ def commit_outcomes(
     run_id: str,
     *,
     checked_since: str = "",
+    fresh: Set[str] = frozenset(),
 ) -> list[Outcome]:
     """Commit a window of outcomes and apply the journal; returns them with moves resolved
     and duplicates found. ``report`` is the source's part of the run report (counters,
     errors); records checked since ``checked_since`` (the pass's start) may hold a page of the
-    window (:func:`ragsync.pipeline.duplicates.store_once`)."""
+    window, and those of ``fresh`` (created or restored earlier in the pass) yield it to a
+    record indexed before (:func:`ragsync.pipeline.duplicates.store_once`)."""
     counters = report.counters
     moment = engine.clock()
     now = iso(moment)
     resolved = resolve_moves(engine, source, outcomes, moment.timestamp())
-    resolved = store_once(engine, source, resolved, checked_since=checked_since)
+    resolved = store_once(engine, source, resolved, checked_since=checked_since, fresh=fresh)
     diffs = chunk_diffs(engine, [o for o in resolved if isinstance(o, Changed)], now)
     embed_missing(
         engine, {c.chunk_hash: c.text for _, diff in diffs.values() for c in diff.add}, counters

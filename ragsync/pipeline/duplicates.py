@@ -15,12 +15,14 @@ move away (a renamed page's old URL holds the content its new URL serves, until 
 seen), and the URL that stays is the one to keep. The exceptions: an alias asked again, whose
 page the record it stands for holds (:func:`alias_targets`), and a tombstoned page served
 again, whose page an active record may have taken while it was gone (:func:`comes_back`).
+And a record indexed before the pass that still serves its page when it is checked takes it
+back from one created or restored earlier in the pass (:func:`reclaims`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 
 from ragsync.config import SourceConfig
 from ragsync.models import DocumentStatus
@@ -48,6 +50,7 @@ def store_once(
     outcomes: Sequence[Outcome],
     *,
     checked_since: str,
+    fresh: Set[str] = frozenset(),
 ) -> list[Outcome]:
     """The outcomes with every page whose content and title another record holds turned into
     a :class:`Duplicate` of that record.
@@ -58,6 +61,8 @@ def store_once(
         outcomes: a window's outcomes, moves resolved.
         checked_since: records of the source last checked at or after this time (the pass's
             start) may hold a page of the window; ``""``: any active record.
+        fresh: the records created or restored earlier in this pass: one holding the page of
+            a record indexed before the pass yields it (see :func:`reclaims`).
 
     The holder is an active record on the page's host outside the window checked since
     ``checked_since`` (for a tombstoned page served again, any active one), else the page
@@ -85,11 +90,15 @@ def store_once(
         else {}
     )
     duplicates: dict[int, Outcome] = {}
+    yielded: list[Outcome] = []  # records of this pass retired as copies of older ones
     for outcome, content in sorted(served, key=lambda item: claim_order(*item)):
         page = outcome.page
         holder = holders.get(content)
         if holder is None and comes_back(outcome) and content in standing:
             holder = holders[content] = standing[content]
+        if holder is not None and holder[0] in fresh and reclaims(outcome, fresh):
+            yielded.append(Duplicate(page, moved_from=holder[2], answered=None, served=content[1:]))
+            holder = None
         if holder is None:
             if is_copy_unchanged(outcome):  # its holder no longer holds what it served:
                 continue  # asked in full (commit_one)
@@ -109,7 +118,7 @@ def store_once(
             answered=outcome.response_counter(),
             served=content[1:],
         )
-    return [duplicates.get(id(o), o) for o in outcomes]
+    return [*(duplicates.get(id(o), o) for o in outcomes), *yielded]
 
 
 def holding_outside(rows: Sequence[Document], window: set[str]) -> dict[Content, Holder]:
@@ -122,6 +131,30 @@ def holding_outside(rows: Sequence[Document], window: set[str]) -> dict[Content,
             content = (host_of(url), row["content_hash"] or "", row["title"] or "")
             holders.setdefault(content, (row["doc_key"], url, row))
     return holders
+
+
+def reclaims(outcome: Outcome, fresh: Set[str]) -> bool:
+    """Whether the page is indexed under a record active before this pass: it keeps its page
+    from a record that took it earlier in the pass (created or restored), which is retired as
+    its copy. A new-user trial: libffi's new c.html, in the window before
+    The-Closure-API.html's, took its page (that record tombstoned, every point deleted and
+    written again); npm's npm-global.html, a copy of folders.html, both edited alike, came
+    first, was restored, and folders.html was retired as its copy. (A page renamed without a
+    redirect is not one: its old URL answers 404, and serves nothing to reclaim.)"""
+    document = outcome.page.document
+    return (
+        document is not None
+        and document["status"] == DocumentStatus.ACTIVE
+        and outcome.page.doc_key not in fresh
+    )
+
+
+def took_page(outcome: Outcome) -> bool:
+    """A record created or restored by this outcome (what :func:`store_once` calls fresh)."""
+    document = outcome.page.document
+    return isinstance(outcome, Changed) and (
+        document is None or document["status"] == DocumentStatus.TOMBSTONED
+    )
 
 
 def comes_back(outcome: Outcome) -> bool:
@@ -180,18 +213,20 @@ def is_copy_unchanged(outcome: Outcome) -> bool:
     return isinstance(outcome, NotModified) and outcome.page.copy_of is not None
 
 
-def claim_order(outcome: Outcome, content: Content) -> tuple[bool, bool, int, str]:
+def claim_order(outcome: Outcome, content: Content) -> tuple[bool, int, int, str]:
     """The order in which a window's pages claim their content: the record that holds it
     already first (the npm docs' package-json.html, indexed, was retired as a copy of
-    npm-json.html when that shorter URL came up in its window), then the shortest URL; a
-    copy's 304 after every page that may hold it."""
+    npm-json.html when that shorter URL came up in its window), then a record indexed with
+    another content (edited to this one), then the shortest URL; a copy's 304 after every
+    page that may hold it."""
     document = outcome.page.document
-    holds = (
-        document is not None
-        and document["status"] == DocumentStatus.ACTIVE
-        and (document["content_hash"], document["title"]) == content[1:]
-    )
-    return is_copy_unchanged(outcome), not holds, *shortest(outcome.page.url)
+    if document is None or document["status"] != DocumentStatus.ACTIVE:
+        rank = 2
+    elif (document["content_hash"], document["title"]) == content[1:]:
+        rank = 0
+    else:
+        rank = 1
+    return is_copy_unchanged(outcome), rank, *shortest(outcome.page.url)
 
 
 def shortest(url: str) -> tuple[int, str]:

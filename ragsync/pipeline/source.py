@@ -27,6 +27,7 @@ from ragsync.pipeline.check import PageChecker
 from ragsync.pipeline.commit import commit_outcomes
 from ragsync.pipeline.context import Pass
 from ragsync.pipeline.crawl import Crawl
+from ragsync.pipeline.duplicates import took_page
 from ragsync.pipeline.listing import SourceListing, WorkItem, guarded
 from ragsync.pipeline.outcomes import Moving, Page
 from ragsync.protocols import Crawler
@@ -82,6 +83,7 @@ class SourceSync:
             follow_links=self.crawl is not None,
         )
         self.window = max(WINDOW_PAGES, engine.config.fetch.concurrency * 2)
+        self.fresh: set[str] = set()  # records created or restored in this pass
 
     def _listed(self, *, due_info: bool = True) -> SourceListing:
         # Read once per source: when each known page is due and the lastmod it was checked at.
@@ -268,9 +270,12 @@ class SourceSync:
                 self.report,
                 result.run_id,
                 checked_since=result.started_at,
+                fresh=self.fresh,
             )
             # A listed URL that moved lists its target: not to be verified as unlisted.
             for item in resolved:
+                if took_page(item):
+                    self.fresh.add(item.page.doc_key)
                 if item.page.unlisted:
                     continue
                 if item.moved_from is not None:

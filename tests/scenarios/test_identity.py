@@ -626,3 +626,45 @@ def test_a_copy_whose_url_answers_404_is_no_longer_an_alias(served_twice):
     assert syncer.state.aliases.targets("docs") == {}
     (attempt,) = syncer.state.attempts.list("docs")
     assert attempt["doc_key"] == copy and attempt["state"] == "missing"
+
+
+@pytest.mark.parametrize("case", ["new copy", "both edited"])
+def test_a_record_indexed_before_the_pass_keeps_its_page_from_one_taken_earlier_in_it(
+    served_twice, case
+):
+    """A new-user trial. libffi: a new c.html serving The-Closure-API.html's page came up in
+    the window before it and took its page (the indexed record tombstoned, every point
+    deleted and written again, a "removed" change). npm: folders.html held the page and
+    npm-global.html was its copy; both edited alike, the copy (a start page) came first, was
+    restored, and folders.html was retired as its copy."""
+    pages = example_pages(2)
+    pages["/guide/x-long-holder"] = pages.pop("/guide/page-0")
+    site, clock, syncer = served_twice(pages)
+    holder, short = (f"docs:{site.base_url}{p}" for p in ("/guide/x-long-holder", "/c"))
+    syncer.run()
+    if case == "both edited":  # /c comes up in the holder's window: its copy
+        site.set_page("/c", *pages["/guide/x-long-holder"])
+        clock.advance(hours=3)
+        syncer.run()
+    # 70 new pages, then /c (new, or a copy asked again): /c comes in the first window of the
+    # pass (the newest), the holder (indexed, due again) in the second
+    for i in range(70):
+        site.set_page(f"/more/page-{i}", f"More {i}", f"<p>{sentences(f'more {i}')}</p>")
+    if case == "both edited":
+        assert syncer.state.aliases.targets("docs") == {short: holder}
+        edited = ("Holder, edited", f"<p>{sentences('edited alike')}</p>")
+        site.set_page("/guide/x-long-holder", *edited)
+        site.set_page("/c", *edited)
+    else:
+        site.set_page("/c", *pages["/guide/x-long-holder"])
+    clock.advance(hours=3)
+
+    syncer.run()
+
+    assert syncer.state.documents.get(holder)["status"] == "active"
+    assert syncer.state.aliases.targets("docs") == {short: holder}
+    urls = set(points_by_url(syncer))
+    assert f"{site.base_url}/guide/x-long-holder" in urls and f"{site.base_url}/c" not in urls
+    removed = [c.doc_key for c in syncer.changes() if c.change_type == "removed"]
+    assert holder not in removed
+    assert syncer.verify().clean
