@@ -97,8 +97,10 @@ def store_once(
         if holder is None and comes_back(outcome) and content in standing:
             holder = holders[content] = standing[content]
         if holder is not None and holder[0] in fresh and reclaims(outcome, fresh):
-            yielded.append(Duplicate(page, moved_from=holder[2], answered=None, served=content[1:]))
-            holder = None
+            taken = holder[2]  # the record that took the page earlier in the pass
+            if taken is not None:
+                yielded.append(Duplicate(page, moved_from=taken, served=content[1:]))
+                holder = None
         if holder is None:
             if is_copy_unchanged(outcome):  # its holder no longer holds what it served:
                 continue  # asked in full (commit_one)
