@@ -197,9 +197,7 @@ class PageChecker:
             if document and document["status"] != DocumentStatus.TOMBSTONED:
                 # A page suspected missing keeps its content: its validators still name it.
                 etag, last_modified = document["etag"], document["last_modified"]
-            elif page.validators is not None and (
-                document is None or document["status"] == DocumentStatus.TOMBSTONED
-            ):
+            elif page.validators is not None:  # no live record: the page's own (or its alias's)
                 etag, last_modified = page.validators
             exchange = Exchange(requested=True, conditional=bool(etag or last_modified))
             return self.fetch(page, exchange, etag=etag, last_modified=last_modified)

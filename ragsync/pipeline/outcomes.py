@@ -14,6 +14,7 @@ from typing import ClassVar, Literal, TypedDict
 
 from ragsync.links import PageLinks
 from ragsync.models import Candidate, Chunk, Counters, Extracted, Response
+from ragsync.state.aliases import Asked
 from ragsync.state.rows import DocumentRow
 
 Document = DocumentRow
@@ -40,11 +41,8 @@ class Page:
         prunable: … and the source's policy counts that as evidence it is gone.
         validators: ``(etag, last_modified)`` to send when no record holds them (a crawled
             page read for its links only: it says noindex; a copy's URL asked again).
-        copy_of: for a copy's URL asked again with the validators of what it served, the
-            ``(content hash, title)`` it served: a 304 keeps it a copy of the record holding
-            them (README "Identity").
-        validators_of: for a moved page's old URL asked again with its target's ETag, the
-            target's record key: a 304 says the target is unchanged.
+        asked: for an alias asked again conditionally, what makes it so (its validators are
+            ``validators``; README "Identity").
     """
 
     doc_key: str
@@ -54,8 +52,19 @@ class Page:
     unlisted: bool = False
     prunable: bool = False
     validators: tuple[str | None, str | None] | None = None
-    copy_of: tuple[str, str] | None = None
-    validators_of: str | None = None
+    asked: Asked | None = None
+
+    @property
+    def copy_of(self) -> tuple[str, str] | None:
+        """A copy's ``(content hash, title)`` as it served them: a 304 keeps it a copy of the
+        record holding them."""
+        return self.asked.copy_of if self.asked else None
+
+    @property
+    def validators_of(self) -> str | None:
+        """A moved page's target, whose ETag its old URL is asked with: a 304 says the target
+        is unchanged."""
+        return self.asked.target if self.asked and not self.asked.copy_of else None
 
     @property
     def published(self) -> str:

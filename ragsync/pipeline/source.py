@@ -250,8 +250,7 @@ class SourceSync:
                     unlisted=unlisted,
                     prunable=unlisted and self.prunable,
                     validators=(alias.etag, alias.last_modified) if alias else validators.get(key),
-                    copy_of=alias.copy_of if alias else None,
-                    validators_of=alias.target if alias and not alias.copy_of else None,
+                    asked=alias,
                 )
                 for key, candidate, unlisted in part
                 for alias in [asked.get(key)]

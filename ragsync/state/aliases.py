@@ -81,32 +81,37 @@ class Aliases(Repository):
         return asked
 
     def forget(self, alias_key: str) -> None:
-        """The alias's URL answered 404/410: it stands for nothing any more (listed again, it
-        is a URL never indexed that answered 404)."""
-        with self.state.write():
-            self.db.execute("delete from aliases where alias_key = ?", [alias_key])
+        """If ``alias_key`` is an alias, its URL answered 404/410: it stands for nothing any
+        more (listed again, it is a URL never indexed that answered 404). Found by a read, so
+        that the many such URLs that are no alias take no write lock."""
+        if self.targets_of([alias_key]):
+            with self.state.write():
+                self.db.execute("delete from aliases where alias_key = ?", [alias_key])
 
     def mark_verified(self, alias_keys: Sequence[str], at: str) -> None:
         """The aliases' URLs were requested again at ``at`` (re-verified)."""
         sql = "update aliases set verified_at = ? where alias_key in ({marks})"
         self.state.execute_in(sql, alias_keys, [at])
 
-    def unverify(self, alias_key: str) -> None:
-        """The copy's URL answered 304 while its target no longer holds what it served: it is
-        due again, and asked in full."""
-        self._unverify("alias_key = ?", [alias_key])
-
     def unverify_copies(self, doc_key: str, content_hash: str, title: str) -> None:
         """The record ``doc_key`` now holds another content or title: its copies serve what it
         no longer holds, so they are due again and asked in full (a copy's page would
         otherwise be indexed nowhere until its re-verification)."""
-        where = "doc_key = ? and content_hash is not null and (content_hash <> ? or title <> ?)"
-        self._unverify(where, [doc_key, content_hash, title])
-
-    def _unverify(self, where: str, args: Sequence[Any]) -> None:
-        # The stored validators describe content no record holds: none are sent.
+        # Found by a read: most records that change have no copy, and take no write lock.
         sql = (
-            f"update aliases set verified_at = '', etag = null, last_modified = null where {where}"
+            "select alias_key from aliases where doc_key = ? and content_hash is not null "
+            "and (content_hash <> ? or title <> ?)"
+        )
+        for row in self.db.query(sql, [doc_key, content_hash, title]):
+            self.unverify(row["alias_key"])
+
+    def unverify(self, alias_key: str) -> None:
+        """The copy's URL serves what its target no longer holds (a 304 after its holder
+        changed, or its holder changed since): it is due again, and asked in full, since its
+        stored validators describe content no record holds."""
+        sql = (
+            "update aliases set verified_at = '', etag = null, last_modified = null "
+            "where alias_key = ?"
         )
         with self.state.write():
-            self.db.execute(sql, args)
+            self.db.execute(sql, [alias_key])

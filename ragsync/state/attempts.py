@@ -98,12 +98,11 @@ class Attempts(Repository):
         self, source_id: str, now: str
     ) -> tuple[dict[str, str], set[str], dict[str, str | None]]:
         """``(held back, retry due, not due)`` among the pages of ``source_id`` that failed:
-        the pages a normal run must not request (retry not yet due, dead letter, attention),
-        with their attempt's state,
-        those whose retry time has come (due whatever their revisit time), and the URLs never
-        indexed that answered 404/410 and are not to be asked again yet, with the listing's
-        lastmod when they answered (one that moved since makes them due; None: none known, so
-        none can move)."""
+        the pages a normal run must not request (retry not yet due, dead letter, attention)
+        with their attempt's state, those whose retry time has come (due whatever their
+        revisit time), and the URLs never indexed that answered 404/410 and are not to be
+        asked again yet, with the listing's lastmod when they answered (one that moved since
+        makes them due; None: none known, so none can move)."""
         held: dict[str, str] = {}  # by its attempt's state
         due: set[str] = set()
         later: dict[str, str | None] = {}
