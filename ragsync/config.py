@@ -264,6 +264,14 @@ class SourceConfig:
     # A complete listing that leaves out more than this share of the known pages is taken as
     # broken (an empty sitemap, a home page without links), not as evidence: incomplete.
     max_unlisted_share: float = bounded(0.5, ge=0.0, le=1.0)
+    # This many pages of one host (0: never), and at least outage_share of a window's 200s
+    # there, arriving at one text is the host's outage page, not content
+    # (README "Deletion safety", outage pages).
+    outage_pages: int = bounded(3, ge=0)
+    outage_share: float = bounded(0.5, ge=0.0, le=1.0)
+    # A change that keeps less than this share of a page's words is held until the
+    # missing-page rule confirms it (0: never held).
+    hold_shrink: float = bounded(0.1, ge=0.0, le=1.0)
     max_urls: int = bounded(1_000_000, ge=1)  # URLs read from one listing; more: incomplete
     # Hosts (globs, e.g. "*.example.org") beyond those of the source's own URLs it may fetch.
     allowed_hosts: tuple[str, ...] = checked(host_pattern, ())

@@ -346,6 +346,8 @@ class Counters:
     moves_suspected: int = 0  # permanent redirects seen but not yet confirmed: content kept
     temporary_redirects: int = 0  # 302/303/307: content kept, page retried
     listings_incomplete: int = 0  # listings that failed in part: no "unlisted" evidence
+    outage_pages: int = 0  # pages that served an outage, challenge or error page with 200: kept
+    changes_held: int = 0  # changes waiting for the missing-page rule's confirmation: kept
     out_of_scope: int = 0  # listed URLs outside the source's hosts: never requested
     noindex: int = 0  # crawled pages that ask not to be indexed (robots noindex): not indexed
     not_text: int = 0  # crawled links to files (JSON, images) never indexed: skipped, no failure
@@ -369,6 +371,8 @@ class SourceOutcome:
     errors: list[str] = field(default_factory=list)
     # Why the source's listing was incomplete (empty: complete, or not listed this run).
     incomplete: list[str] = field(default_factory=list)
+    # Outage pages found this run (README "Deletion safety", outage pages).
+    outages: list[str] = field(default_factory=list)
     # Its listing was not due this run: when it is, and the cadence that says so (README
     # "CLI reference": `listing_not_due` in the run report).
     not_due: dict[str, Any] | None = None
@@ -395,6 +399,7 @@ class SyncResult:
             known.ok = known.ok and outcome.ok
             known.errors.extend(outcome.errors)
             known.incomplete.extend(outcome.incomplete)
+            known.outages.extend(outcome.outages)
             known.not_due = known.not_due or outcome.not_due
             known.counters.add(outcome.counters)
         self.counters.add(outcome.counters)
@@ -412,6 +417,7 @@ class SyncResult:
                     "counters": outcome.counters.as_dict(),
                     "errors": list(outcome.errors),
                     "listing_incomplete": list(outcome.incomplete),
+                    "outages": list(outcome.outages),
                     "listing_not_due": outcome.not_due,
                 }
                 for source_id, outcome in self.sources.items()

@@ -241,8 +241,8 @@ def failure_step(
     content is never touched, README "Failures never cost good data"). ``draw`` gives the
     backoff's uniform random number, drawn only when a backoff is computed.
 
-    Rate limits and temporary redirects never send a page to the dead letter; other transient
-    failures do after ``retry_attempts``.
+    Rate limits, temporary redirects, outage pages and held changes never send a page to the
+    dead letter; other transient failures do after ``retry_attempts``.
 
     Example::
 
@@ -268,6 +268,12 @@ def failure_step(
         # A server saying "elsewhere, for now" (a maintenance window): never the dead letter,
         # and never a move; the page is asked again with backoff.
         return FailureStep(AttemptState.RETRYING, "temporary_redirects", now + backoff())
+    if verdict in ("outage", "held"):
+        # Not the page (an outage page served with 200), or a change waiting for its
+        # confirmation: asked again at the next run, never the dead letter
+        # (README "Deletion safety", outage pages).
+        counter = "outage_pages" if verdict == "outage" else "changes_held"
+        return FailureStep(AttemptState.RETRYING, counter, max(now + backoff(), pause_until or 0.0))
     if verdict == "needs_attention":
         return FailureStep(AttemptState.ATTENTION, "fetch_errors")
     if transient and attempts >= retry_attempts:

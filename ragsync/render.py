@@ -92,6 +92,8 @@ def print_report(report: dict[str, Any], *, quiet: bool = False) -> None:
             click.echo(f"  [{source_id}] {error}", err=True)
         if len(outcome["errors"]) > 20:
             click.echo(f"  [{source_id}] … {len(outcome['errors']) - 20} more", err=True)
+        for line in outcome.get("outages", []):
+            click.echo(f"  [{source_id}] {line}", err=True)
         for reason in outcome.get("listing_incomplete", []):
             if reason not in outcome["errors"]:  # a bound the source chose: no error, named
                 click.echo(f"  [{source_id}] listing incomplete: {reason}", err=True)

@@ -26,6 +26,7 @@ from ragsync.fetch import OutOfScope
 from ragsync.identity import canonical_record_key
 from ragsync.links import NOINDEX, PageLinks, page_links
 from ragsync.models import DocumentStatus, Extracted, Response, Verdict
+from ragsync.outage import marker, not_the_page, words
 from ragsync.pipeline.context import Engine
 from ragsync.pipeline.outcomes import (
     Changed,
@@ -309,6 +310,9 @@ class PageChecker:
         digest = raw_hash(response.body)
         document = page.document
         known = document if document and document["status"] != DocumentStatus.TOMBSTONED else None
+        refused = self.not_the_page(page, exchange, response)
+        if refused is not None:  # before noindex: a challenge page says noindex too
+            return refused
         if links is not None and links.noindex:
             reason = NOINDEX
             if known is None:  # never indexed: read for its links only
@@ -339,6 +343,33 @@ class PageChecker:
             moved_to=moved_to,
             links=links,
         )
+
+    def not_the_page(self, page: Page, exchange: Exchange, response: Response) -> Failed | None:
+        """A 200 that is not the page: one that says to come back later (``Retry-After``), or a
+        short body with the marker of a bot challenge, a JavaScript-required shell or an error
+        page (:func:`ragsync.outage.not_the_page`). It fails, the page keeps its content and is
+        asked again at the next run (README "Deletion safety", outage pages)."""
+        after = response.headers.get("retry-after")
+        if after is not None:
+            reason = (
+                f"outage page: HTTP 200 with Retry-After: {after}, a temporary page, not "
+                "content; the indexed content is kept"
+            )
+            return Failed(page, exchange, reason=reason, verdict="outage", transient=True)
+        if marker(response.body) is None:
+            return None
+        try:
+            extracted = extract(self.engine, response)
+        except ExtractError:  # read() fails it the same way
+            return None
+        kind = not_the_page(response.body, extracted.markdown)
+        if kind is None:
+            return None
+        reason = (
+            f"outage page: a {kind} served with HTTP 200 ({extracted.title!r}, "
+            f"{words(extracted.markdown)} words), not the page; the indexed content is kept"
+        )
+        return Failed(page, exchange, reason=reason, verdict="outage", transient=True)
 
     def links(self, response: Response) -> PageLinks | None:
         """The outlinks of a body, when the source crawls (none in a body that is not HTML)."""

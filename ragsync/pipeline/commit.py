@@ -16,6 +16,7 @@ from ragsync.pipeline.duplicates import store_once
 from ragsync.pipeline.failures import record_failure
 from ragsync.pipeline.journal import apply_journal
 from ragsync.pipeline.moves import record_moving, resolve_moves, retire_moved
+from ragsync.pipeline.outages import Watch
 from ragsync.pipeline.outcomes import (
     Changed,
     Deleted,
@@ -71,17 +72,21 @@ def commit_outcomes(
     *,
     checked_since: str = "",
     fresh: Set[str] = frozenset(),
+    watch: Watch | None = None,
 ) -> list[Outcome]:
     """Commit a window of outcomes and apply the journal; returns them with moves resolved
     and duplicates found. ``report`` is the source's part of the run report (counters,
     errors); records checked since ``checked_since`` (the pass's start) may hold a page of the
     window, and those of ``fresh`` (created or restored earlier in the pass) yield it to a
-    record indexed before (:func:`ragsync.pipeline.duplicates.store_once`)."""
+    record indexed before (:func:`ragsync.pipeline.duplicates.store_once`); ``watch`` holds a
+    record turning into a copy until that is confirmed (:meth:`Watch.hold`)."""
     counters = report.counters
     moment = engine.clock()
     now = iso(moment)
     resolved = resolve_moves(engine, source, outcomes, moment.timestamp())
-    resolved = store_once(engine, source, resolved, checked_since=checked_since, fresh=fresh)
+    resolved = store_once(
+        engine, source, resolved, checked_since=checked_since, fresh=fresh, watch=watch
+    )
     diffs = chunk_diffs(engine, [o for o in resolved if isinstance(o, Changed)], now)
     embed_missing(
         engine, {c.chunk_hash: c.text for _, diff in diffs.values() for c in diff.add}, counters

@@ -313,6 +313,22 @@ class Crawl:
         self.checked = {}
         return admitted
 
+    def drops_links(self, outcome: Outcome) -> str | None:
+        """Why a start page's change looks like an outage (it then waits for confirmation,
+        :class:`~ragsync.pipeline.outages.Watch`): it keeps no more than
+        ``1 - max_unlisted_share`` of the links it had, as a listing that leaves out that many
+        pages is taken as broken (README "Deletion safety"), or None."""
+        key = outcome.page.doc_key
+        if key not in self.start_keys or outcome.links is None or key not in self.start_rows:
+            return None
+        before = {url for url in self.start_rows[key][0] if self.follows(url)}
+        if len(before) < 2:
+            return None
+        kept = len(before & set(outcome.links.links))
+        if kept > len(before) * (1 - self.source.max_unlisted_share):
+            return None
+        return f"the crawl's start page now links to {kept} of the {len(before)} pages it linked to"
+
     def prepare(
         self, keys: Sequence[str], documents: dict[str, Document]
     ) -> tuple[dict[str, Document], dict[str, Validators]]:

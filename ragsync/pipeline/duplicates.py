@@ -27,6 +27,7 @@ from collections.abc import Sequence, Set
 from ragsync.config import SourceConfig
 from ragsync.models import DocumentStatus
 from ragsync.pipeline.context import Engine
+from ragsync.pipeline.outages import Watch
 from ragsync.pipeline.outcomes import (
     Changed,
     Document,
@@ -51,6 +52,7 @@ def store_once(
     *,
     checked_since: str,
     fresh: Set[str] = frozenset(),
+    watch: Watch | None = None,
 ) -> list[Outcome]:
     """The outcomes with every page whose content and title another record holds turned into
     a :class:`Duplicate` of that record.
@@ -63,6 +65,9 @@ def store_once(
             start) may hold a page of the window; ``""``: any active record.
         fresh: the records created or restored earlier in this pass: one holding the page of
             a record indexed before the pass yields it (see :func:`reclaims`).
+        watch: the source's outage watch: a record with content of its own turns into a copy
+            only once that is confirmed, as the missing-page rule confirms an absence
+            (:meth:`~ragsync.pipeline.outages.Watch.hold`); until then it keeps its content.
 
     The holder is an active record on the page's host outside the window checked since
     ``checked_since`` (for a tombstoned page served again, any active one), else the page
@@ -108,6 +113,12 @@ def store_once(
         key, url, document = holder
         if key == page.doc_key:
             continue
+        if watch is not None and watch.held_back(outcome):
+            why = f"serves the same page as {url}"
+            waiting = watch.hold(outcome, why, content[1])
+            if waiting is not outcome:
+                duplicates[id(outcome)] = waiting
+                continue
         origin: Document | Origin = page.document or Origin(
             doc_key=page.doc_key, canonical_url=page.url
         )

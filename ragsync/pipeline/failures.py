@@ -52,6 +52,7 @@ def record_failure(
         # the window is fetched (`status` said "failing since" later than "next try").
         next_retry_at=max(iso(step.retry_at), now) if step.retry_at else None,
         body=response.body if step.keep_body and response else None,
+        held=failed.held,
     )
     report.ok = False
     report.errors.append(f"{page.url}: {failed.reason} ({step.state})")

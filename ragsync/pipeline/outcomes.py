@@ -15,6 +15,7 @@ from typing import ClassVar, Literal, TypedDict
 from ragsync.links import PageLinks
 from ragsync.models import Candidate, Chunk, Counters, Extracted, Response
 from ragsync.state.aliases import Asked
+from ragsync.state.attempts import Held
 from ragsync.state.rows import DocumentRow
 
 Document = DocumentRow
@@ -172,9 +173,12 @@ class Failed(Outcome):
     :func:`ragsync.policy.failure_step`)."""
 
     reason: str = ""
-    verdict: str | None = None  # see ragsync.policy.classify; "parse_failure" after extraction
+    # See ragsync.policy.classify; "parse_failure" after extraction; "outage" / "held": not
+    # the page, or a change waiting for confirmation (ragsync.pipeline.outages).
+    verdict: str | None = None
     transient: bool = False
     pause_until: float | None = None  # Unix time the host is paused until (Retry-After etc.)
+    held: Held | None = None  # what the page served that is held back
 
 
 @dataclass(frozen=True)

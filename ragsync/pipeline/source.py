@@ -29,6 +29,7 @@ from ragsync.pipeline.context import Pass
 from ragsync.pipeline.crawl import Crawl
 from ragsync.pipeline.duplicates import took_page
 from ragsync.pipeline.listing import SourceListing, WorkItem, guarded
+from ragsync.pipeline.outages import Watch
 from ragsync.pipeline.outcomes import Moving, Page
 from ragsync.protocols import Crawler
 from ragsync.registry import source_class
@@ -84,6 +85,7 @@ class SourceSync:
         )
         self.window = max(WINDOW_PAGES, engine.config.fetch.concurrency * 2)
         self.fresh: set[str] = set()  # records created or restored in this pass
+        self.watch = Watch(engine, source, self.discovery, self.report, fresh=self.fresh)
 
     def _listed(self, *, due_info: bool = True) -> SourceListing:
         # Read once per source: when each known page is due and the lastmod it was checked at.
@@ -96,6 +98,7 @@ class SourceSync:
         """Read the source's listing and check its due pages (with ``queue``, put them on the
         shared work queue instead), then the known pages a complete listing left out."""
         source, counters = self.source, self.report.counters
+        self.watch.listing, self.watch.crawl = True, self.crawl is not None
         listed = self._listed()
         # The pages known before the listing: it may commit new ones (README "Deletion safety")
         known = self.engine.state.documents.in_force(source.id) if self.prunable else {}
@@ -255,7 +258,10 @@ class SourceSync:
                 for key, candidate, unlisted in part
                 for alias in [asked.get(key)]
             ]
-            checked = list(pool.map(self.checker.check, batch))
+            # Outage pages are judged before a crawl stores the links read: a held page's
+            # stored links stand.
+            suspect = self.crawl.drops_links if self.crawl is not None else None
+            checked = self.watch.judge(list(pool.map(self.checker.check, batch)), suspect=suspect)
             if self.crawl is not None:
                 checked = self.crawl.store(checked)
             for host, (until, reason) in self.run.fetcher.take_new_pauses().items():
@@ -270,6 +276,7 @@ class SourceSync:
                 result.run_id,
                 checked_since=result.started_at,
                 fresh=self.fresh,
+                watch=self.watch,
             )
             # A listed URL that moved lists its target: not to be verified as unlisted.
             for item in resolved:

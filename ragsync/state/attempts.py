@@ -5,10 +5,30 @@ from __future__ import annotations
 import builtins
 import zlib
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ragsync.models import AttemptState
 from ragsync.state.repository import Repository
+
+
+@dataclass(frozen=True)
+class Held:
+    """What a page served that is held back, seen ``count`` times since ``since`` (README
+    "Deletion safety", outage pages): ``kind`` "outage" (``digest`` the outage page's shape,
+    :func:`ragsync.outage.shape`) or "change" (``digest`` the held content's hash)."""
+
+    kind: str
+    digest: str
+    count: int
+    since: str
+
+    @classmethod
+    def of(cls, row: dict[str, Any] | None) -> Held | None:
+        """The held part of a ``fetch_attempts`` row, if any."""
+        if not row or not row.get("held_kind"):
+            return None
+        return cls(row["held_kind"], row["held_hash"], row["held_count"], row["held_since"])
 
 
 class Attempts(Repository):
@@ -32,6 +52,7 @@ class Attempts(Repository):
         next_retry_at: str | None = None,
         body: bytes | None = None,
         lastmod: str | None = None,
+        held: Held | None = None,
     ) -> None:
         """Count one more failed attempt at a page; its last good content is untouched.
 
@@ -40,7 +61,8 @@ class Attempts(Repository):
         act), ``refused`` (the page cannot be indexed as served) or ``missing`` (404/410 before
         the page was ever indexed). ``body`` is kept compressed, for diagnosis; ``lastmod`` is
         the listing's for the page at this attempt (None keeps the one stored: targeted work
-        has none).
+        has none); ``held``, what the page served that is held back (an outage page, a change
+        waiting for confirmation).
         """
         with self.state.write():
             row = self.get(doc_key)
@@ -58,6 +80,10 @@ class Attempts(Repository):
                     "next_retry_at": next_retry_at,
                     "body": zlib.compress(body) if body else None,
                     "lastmod": lastmod if lastmod is not None else (row or {}).get("lastmod"),
+                    "held_kind": held.kind if held else None,
+                    "held_hash": held.digest if held else None,
+                    "held_count": held.count if held else None,
+                    "held_since": held.since if held else None,
                 },
                 pk="doc_key",
             )
@@ -119,3 +145,9 @@ class Attempts(Repository):
             elif row["state"] == AttemptState.MISSING and (row["next_retry_at"] or "") > now:
                 later[row["doc_key"]] = row["lastmod"]
         return held, due, later
+
+    def outage_pages(self, source_id: str) -> builtins.list[tuple[str, str]]:
+        """``(url, shape)`` of each page of ``source_id`` held because it served an outage
+        page: while one is, that page is the host's outage page."""
+        sql = "select url, held_hash from fetch_attempts where source_id = ? and held_kind = ?"
+        return [(row["url"], row["held_hash"]) for row in self.db.query(sql, [source_id, "outage"])]

@@ -374,6 +374,16 @@ def _m019_alias_validators(db: Any) -> None:
     db.table("aliases").create_index(["doc_key"])
 
 
+def _m021_held_changes(db: Any) -> None:
+    # What a page served that is held back (README "Deletion safety", outage pages):
+    # held_kind "outage" (an outage page, held_hash its shape) or "change" (a change waiting
+    # for confirmation, held_hash its content hash), seen held_count times since held_since.
+    attempts = db.table("fetch_attempts")
+    for column, kind in (("held_kind", str), ("held_hash", str), ("held_since", str)):
+        attempts.add_column(column, kind)
+    attempts.add_column("held_count", int)
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_initial", _m001_initial),
     ("002_failures_and_deletion", _m002_failures_and_deletion),
@@ -394,4 +404,5 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("017_attempt_lastmod", _m017_attempt_lastmod),
     ("018_crawl_entries", _m018_crawl_entries),
     ("019_alias_validators", _m019_alias_validators),
+    ("021_held_changes", _m021_held_changes),
 )

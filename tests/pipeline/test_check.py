@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ragsync.chunk import Chunker
 from ragsync.testing import DevSite
-from tests.support import example_pages
+from tests.support import example_pages, sentences
 
 
 def test_an_internal_error_after_the_response_keeps_its_status(site, make_syncer, monkeypatch):
@@ -37,7 +37,8 @@ def test_new_text_loads_the_model_ahead_and_304s_or_noisy_bytes_do_not(make_sync
         assert result.counters.responses_200_unchanged > 0
         assert result.counters.chunks_embedded == 0
         assert embedder.warmed == 1  # nothing new to embed: nothing loaded
-        site.set_page("/guide/page-1", "Edited", "<h1>Edited</h1><p>A new paragraph.</p>")
+        edit = f"<h1>Edited</h1><p>{sentences('editing', 4)}</p><p>{sentences('rollout', 4)}</p>"
+        site.set_page("/guide/page-1", "Edited", edit)
         edited = make_syncer(site)
         assert edited.run().counters.chunks_embedded > 0
         edited.close()

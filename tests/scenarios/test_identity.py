@@ -356,7 +356,7 @@ def test_a_page_already_indexed_twice_is_stored_once_when_both_are_checked(make_
     site = DevSite(pages)
     site.start()
     try:
-        syncer = make_syncer(site)
+        syncer = make_syncer(site, **MOVE_AT_ONCE)
         syncer.run()
         site.set_page("/guide/zz-copy-of-page-0", *pages["/guide/page-0"])
         # The copy alone first (a targeted re-sync): it cannot be told from a renamed page.

@@ -1,0 +1,259 @@
+"""Only the page enters the index: a site-wide maintenance page, a bot challenge or an error
+page served with 200 is an outage, never content (README "Deletion safety", outage pages)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragsync.sync import Syncer
+from ragsync.testing import DevSite
+from tests.support import Clock, example_pages, make_config, sitemap_source
+
+MAINTENANCE = (
+    b"<!doctype html><html><head><title>Down for maintenance</title></head><body>"
+    b"<h1>Down for maintenance</h1><p>We are performing scheduled maintenance. Down for "
+    b"maintenance, back soon. Thank you for your patience while we upgrade our systems.</p>"
+    b"</body></html>"
+)
+CHALLENGE = (
+    b"<!doctype html><html><head><title>Just a moment...</title>"
+    b'<meta name="robots" content="noindex,nofollow"></head><body>'
+    b"<noscript>Enable JavaScript and cookies to continue</noscript><h1>127.0.0.1</h1>"
+    b"<p>Checking your browser before accessing 127.0.0.1.</p>"
+    b'<script src="/cdn-cgi/challenge-platform/h/b/orchestrate/chl_page/v1"></script>'
+    b"</body></html>"
+)
+
+
+def points(syncer: Syncer) -> dict[str, str]:
+    """``{point id: (page URL, embedded text)}`` of the store."""
+    try:
+        return {
+            pid: (payload["metadata"]["url"], payload["page_content"])
+            for pid, payload, _ in syncer.store.points()
+        }
+    finally:
+        syncer.store.close()
+
+
+@pytest.fixture
+def outage_site(tmp_path, embedder):
+    """``(site, clock, syncer, build)``: five pages synced once; ``build(kind)`` makes another
+    syncer of the same site (``crawl`` from its first page)."""
+    made: list[Syncer] = []
+    site = DevSite(example_pages(5))
+    site.start()
+    clock = Clock()
+
+    def build(kind: str = "sitemap") -> Syncer:
+        if kind == "crawl":
+            source = {"id": "docs", "kind": "crawl", "url": site.base_url + "/guide/page-0"}
+            links = "".join(f'<a href="/guide/page-{i}">{i}</a>' for i in range(5))
+            title, body = site.pages["/guide/page-0"].title, site.pages["/guide/page-0"].body
+            site.set_page("/guide/page-0", title, body + f"<p>{links}</p>")
+        else:
+            source = sitemap_source(site)
+        syncer = Syncer(
+            make_config(tmp_path / kind, [{**source, "every": "1h"}]),
+            embedder=embedder,
+            clock=clock,
+        )
+        made.append(syncer)
+        return syncer
+
+    yield site, clock, build
+    for syncer in made:
+        syncer.close()
+    site.stop()
+
+
+@pytest.mark.parametrize(
+    ("kind", "body"),
+    [
+        ("sitemap", MAINTENANCE),
+        ("sitemap", CHALLENGE),
+        ("crawl", MAINTENANCE),
+        ("crawl", CHALLENGE),
+    ],
+    ids=["maintenance", "challenge", "crawl-maintenance", "crawl-challenge"],
+)
+def test_a_site_wide_outage_page_keeps_every_page_and_converges_when_the_site_is_back(
+    outage_site, kind, body
+):
+    site, clock, build = outage_site
+    syncer = build(kind)
+    assert syncer.run().ok
+    before = points(syncer)
+    assert len({url for url, _ in before.values()}) == 5
+    site.fault = lambda path, headers: (200, {"Content-Type": "text/html"}, body)
+
+    for _ in range(4):  # runs spaced past missing_grace (1 h): nothing may be retired
+        clock.advance(hours=2)
+        result = syncer.run(revalidate_all=True)
+        assert not result.ok
+        report = result.sources["docs"]
+        assert "outage" in " ".join(report.errors), report
+        assert points(syncer) == before
+        assert result.counters.tombstones_created == result.counters.duplicates == 0
+        assert result.counters.points_deleted == result.counters.points_upserted == 0
+        hits = syncer.search("replication operators maintenance window", 3)
+        assert hits and all("maintenance, back soon" not in h.text for h in hits)
+
+    site.fault = None
+    clock.advance(hours=2)
+    back = syncer.run()
+    assert back.ok, back.sources["docs"].errors
+    assert points(syncer) == before
+    assert syncer.verify().clean
+
+
+# A site's own outage page that no marker names: the many-pages rule finds it.
+UPGRADING = (
+    b"<!doctype html><html><head><title>Example Docs</title></head><body><main>"
+    b"<h1>Example Docs</h1><p>Our documentation platform is moving to a new home this week. "
+    b"Pages will be back shortly; follow status.example.com for news about the move.</p>"
+    b"</main></body></html>"
+)
+
+
+@pytest.mark.parametrize("kind", ["sitemap", "crawl"])
+def test_pages_that_all_serve_one_unknown_page_are_an_outage(outage_site, kind):
+    site, clock, build = outage_site
+    syncer = build(kind)
+    assert syncer.run().ok
+    before = points(syncer)
+    site.fault = lambda path, headers: (
+        None if path.startswith("/robots") else (200, {"Content-Type": "text/html"}, UPGRADING)
+    )
+
+    for _ in range(3):
+        clock.advance(hours=2)
+        result = syncer.run(revalidate_all=True)
+        assert not result.ok
+        assert points(syncer) == before
+        assert result.counters.points_deleted == result.counters.tombstones_created == 0
+    errors = " ".join(result.sources["docs"].errors)
+    assert "suspected outage" in errors or "held until confirmed" in errors
+    assert "status.example.com" not in " ".join(text for _, text in points(syncer).values())
+
+    site.fault = None
+    clock.advance(hours=2)
+    back = syncer.run(revalidate_all=True)
+    assert back.ok, back.sources["docs"].errors
+    assert points(syncer) == before
+    assert syncer.verify().clean
+
+
+def test_an_outage_page_found_once_holds_a_page_asked_alone_later(outage_site):
+    """The outage page is remembered while a page is held by it: a page asked on its own (a
+    resync, a retry) is held too, though one page alone is no evidence of anything."""
+    site, clock, build = outage_site
+    syncer = build()
+    syncer.run()
+    before = points(syncer)
+    site.fault = lambda path, headers: (
+        None if path.startswith(("/robots", "/sitemap")) else (200, {}, UPGRADING)
+    )
+    clock.advance(hours=2)
+    first = syncer.run(revalidate_all=True)
+    assert first.counters.outage_pages == 5
+    assert any("suspected outage: 5 pages" in line for line in first.sources["docs"].outages)
+
+    clock.advance(hours=2)
+    alone = syncer.resync([site.base_url + "/guide/page-3"])
+    assert alone.counters.outage_pages == 1 and not alone.ok
+    assert points(syncer) == before
+    rows = {row["url"]: row for row in syncer.state.attempts.list("docs")}
+    assert rows[site.base_url + "/guide/page-3"]["held_count"] == 2
+
+
+def test_a_200_with_retry_after_or_a_javascript_shell_keeps_the_page(outage_site):
+    site, clock, build = outage_site
+    syncer = build()
+    syncer.run()
+    before = points(syncer)
+    shell = (
+        b"<!doctype html><html><head><title>Example Docs</title></head><body><noscript>You "
+        b'need to enable JavaScript to run this app.</noscript><div id="root"></div></body></html>'
+    )
+    answers = {
+        "/guide/page-1": (
+            200,
+            {"Retry-After": "120"},
+            site.render(site.pages["/guide/page-2"]).encode(),
+        ),
+        "/guide/page-2": (200, {"Content-Type": "text/html"}, shell),
+    }
+    site.fault = lambda path, headers: answers.get(path)
+    clock.advance(hours=2)
+    result = syncer.run(revalidate_all=True)
+    assert result.counters.outage_pages == 2 and not result.ok
+    errors = " ".join(result.sources["docs"].errors)
+    assert "Retry-After: 120" in errors and "JavaScript-required shell" in errors
+    assert points(syncer) == before
+    site.fault = None
+    clock.advance(hours=2)
+    assert syncer.run(revalidate_all=True).ok
+    assert points(syncer) == before
+
+
+def test_a_near_empty_page_replacing_a_long_one_waits_for_confirmation(outage_site):
+    site, clock, build = outage_site
+    syncer = build()
+    syncer.run()
+    url = site.base_url + "/guide/page-0"
+    kept = {pid: item for pid, item in points(syncer).items() if item[0] == url}
+    site.set_page("/guide/page-0", "Guide 0", "<h1>Guide 0</h1><p>Moved to the handbook.</p>")
+
+    clock.advance(minutes=10)
+    first = syncer.run(revalidate_all=True)  # held: 1 observation of 2, grace not over
+    assert first.counters.changes_held == 1 and not first.ok
+    assert "shrank from" in " ".join(first.sources["docs"].errors)
+    assert {p: i for p, i in points(syncer).items() if i[0] == url} == kept
+    clock.advance(minutes=10)
+    second = syncer.run(revalidate_all=True)  # 2 observations, but missing_grace not over
+    assert second.counters.changes_held == 1
+    clock.advance(hours=1)
+    third = syncer.run(revalidate_all=True)  # confirmed: the page is what the site says
+    assert third.ok and third.counters.documents_updated == 1
+    texts = [text for u, text in points(syncer).values() if u == url]
+    assert texts and all("Moved to the handbook" in text for text in texts)
+
+
+def test_a_record_turns_into_a_copy_only_when_confirmed_and_the_listing_is_complete(
+    outage_site,
+):
+    """A page edited to serve another page's content keeps its own until the missing-page
+    rule confirms the copy, and never while the listing is incomplete."""
+    site, clock, build = outage_site
+    syncer = build()
+    syncer.run()
+    copy_url = site.base_url + "/guide/page-4"
+    own = {pid: item for pid, item in points(syncer).items() if item[0] == copy_url}
+    holder = site.pages["/guide/page-1"]
+    site.set_page("/guide/page-4", holder.title, holder.body)
+    broken = {"on": True}
+    listed = site.listed
+
+    def fault(path, headers):  # the sitemap fails while broken["on"]
+        return (500, {}, b"oops") if path == "/sitemap.xml" and broken["on"] else None
+
+    site.fault = fault
+    for _ in range(3):  # past missing_grace, but every listing is incomplete
+        clock.advance(hours=1)
+        result = syncer.run(revalidate_all=True)
+        assert result.counters.duplicates == result.counters.tombstones_created == 0
+        assert {p: i for p, i in points(syncer).items() if i[0] == copy_url} == own
+    assert "serves the same page as" in " ".join(result.sources["docs"].errors)
+
+    broken["on"] = False
+    site.listed = listed
+    clock.advance(hours=1)
+    done = syncer.run(revalidate_all=True)
+    # The stored listing was incomplete: this complete one allows the copy from the next pass.
+    assert done.counters.duplicates == 0
+    clock.advance(hours=1)
+    done = syncer.run(revalidate_all=True)
+    assert done.counters.duplicates == 1 and done.counters.tombstones_created == 1
+    assert copy_url not in {u for u, _ in points(syncer).values()}
+    assert syncer.verify().clean
