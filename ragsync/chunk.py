@@ -16,7 +16,10 @@ later paragraphs (eval/bench_chunking.py --fact-last). A section moved to anothe
 therefore embedded again, once. No chunk exceeds the embedding model's own window (counted with
 the model's tokenizer): a block too large for either budget is split by lines, then words, then
 characters. The chunking is versioned (:func:`chunker_id`): the state records which chunker made
-each source's chunks, and a run refuses to mix two (README "Plan and reindex").
+each source's chunks, and a run refuses to mix two (README "Plan and reindex"). A section a
+page repeats under one heading gives the same chunk texts again, as boundaries depend on
+content; the page stores each text once (:func:`ragsync.chunkdiff.diff_chunks`), which leaves
+the chunks, and so the chunker's id, as they are.
 """
 
 from __future__ import annotations

@@ -4,12 +4,19 @@ No I/O here. Point ids are deterministic (:func:`ragsync.identity.point_id`), so
 did not change keeps its id and is never rewritten; only added chunks are upserted, only removed
 chunks are deleted, and kept chunks whose payload moved (index, headings, title) get a payload
 update without a new vector.
+
+A document holds each chunk text once. A page that repeats a section under the same heading
+(FastAPI's pages repeat a tabbed example, each time with the tip "Prefer to use the Annotated
+version if possible.") gives the same chunk text twice, since chunk boundaries depend on
+content (:mod:`ragsync.chunk`); a second point would hold the same text and vector, stored and
+searched twice, and take a second place of a top k with the same hit. The repeat is folded
+into the text's first place. Every chunk row, and so every point in every store, is made
+here, so the rule holds for a run, a plan, ``reindex`` and ``verify --repair`` alike.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,6 +37,11 @@ def diff_chunks(
 ) -> tuple[list[StoredChunk], ChunkDiff]:
     """The document's new stored chunks and the diff that turns ``old`` into them.
 
+    A chunk whose text came earlier in ``new`` is folded into that first one (counted in
+    :attr:`ChunkDiff.folded`, not stored); stored chunks are numbered in order from 0. A repeat
+    in ``old`` (a state that stored one text twice) is therefore removed the next time the
+    document is diffed, and nothing is embedded for it.
+
     Example::
 
         stored, diff = diff_chunks("docs:https://x/a", old, chunks, model_id=m, now=t)
@@ -37,18 +49,20 @@ def diff_chunks(
         [c.point_id for c in diff.remove]   # delete these
     """
     previous = {c.point_id: c for c in old}
-    seen: Counter[str] = Counter()
+    seen: set[str] = set()
     stored: list[StoredChunk] = []
     add: list[StoredChunk] = []
     keep: list[StoredChunk] = []
     repayload: list[StoredChunk] = []
     for chunk in new:
-        pid = point_id(doc_key, chunk.chunk_hash, model_id, seen[chunk.chunk_hash])
-        seen[chunk.chunk_hash] += 1
+        if chunk.chunk_hash in seen:
+            continue
+        seen.add(chunk.chunk_hash)
+        pid = point_id(doc_key, chunk.chunk_hash, model_id)
         before = previous.get(pid)
         item = StoredChunk(
             point_id=pid,
-            chunk_index=chunk.index,
+            chunk_index=len(stored),
             chunk_hash=chunk.chunk_hash,
             text=chunk.text,
             headings=chunk.headings,
@@ -67,7 +81,10 @@ def diff_chunks(
             repayload.append(item)
     current = {c.point_id for c in stored}
     remove = [c for c in old if c.point_id not in current]
-    return stored, ChunkDiff(tuple(add), tuple(remove), tuple(keep), tuple(repayload))
+    diff = ChunkDiff(
+        tuple(add), tuple(remove), tuple(keep), tuple(repayload), len(new) - len(stored)
+    )
+    return stored, diff
 
 
 def chunk_payload(chunk: StoredChunk, *, document: Mapping[str, Any], model_id: str) -> dict:

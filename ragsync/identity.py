@@ -32,19 +32,15 @@ def canonical_record_key(source_id: str, canonical: str) -> str:
     return f"{source_id}:{canonical}"
 
 
-def point_id(doc_key: str, chunk_hash: str, model_id: str, occurrence: int = 0) -> str:
-    """Deterministic vector point id: uuid5 over (record key, chunk hash, model id).
-
-    ``occurrence`` tells apart identical chunk texts within one document.
+def point_id(doc_key: str, chunk_hash: str, model_id: str) -> str:
+    """Deterministic vector point id: uuid5 over (record key, chunk hash, model id); a
+    document holds each chunk text once (:func:`ragsync.chunkdiff.diff_chunks`).
 
         >>> point_id("docs:https://example.org/a", "ab12", "m") == point_id(
         ...     "docs:https://example.org/a", "ab12", "m")
         True
     """
-    name = f"{doc_key}\n{chunk_hash}\n{model_id}"
-    if occurrence:
-        name += f"\n{occurrence}"
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{doc_key}\n{chunk_hash}\n{model_id}"))
 
 
 def api_record_key(source_id: str, record_id: str) -> str:

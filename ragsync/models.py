@@ -214,6 +214,7 @@ class ChunkDiff:
     remove: tuple[StoredChunk, ...]
     keep: tuple[StoredChunk, ...]
     repayload: tuple[StoredChunk, ...]  # kept points whose payload must be updated
+    folded: int = 0  # chunks whose text came earlier in the document: stored once
 
     @property
     def changed(self) -> bool:
@@ -335,6 +336,7 @@ class Counters:
     documents_updated: int = 0
     chunks_embedded: int = 0
     chunks_reused: int = 0
+    chunks_folded: int = 0  # chunk texts a page repeats: stored once, at their first place
     sparse_computed: int = 0  # sparse vectors computed (texts never encoded before)
     points_upserted: int = 0
     points_deleted: int = 0

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import uuid
 
 from ragsync.chunkdiff import chunk_payload, diff_chunks, magnitude
 from ragsync.models import Chunk
@@ -46,9 +48,31 @@ def test_insertion_shifts_indexes_and_updates_payloads_not_vectors():
     assert magnitude(diff) == round(1 / 3, 4)
 
 
-def test_duplicate_texts_in_one_document_get_distinct_ids():
-    stored, _ = diff_chunks(KEY, [], chunks("same", "same"), model_id=MODEL, now=T0)
-    assert len({c.point_id for c in stored}) == 2
+def test_a_text_the_document_repeats_is_stored_once_at_its_first_place():
+    stored, diff = diff_chunks(
+        KEY, [], chunks("a", "tip", "b", "tip", "tip"), model_id=MODEL, now=T0
+    )
+    assert [(c.chunk_index, c.text) for c in stored] == [(0, "a"), (1, "tip"), (2, "b")]
+    assert [c.text for c in diff.add] == ["a", "tip", "b"] and diff.folded == 2
+
+
+def test_folding_the_same_repeat_again_changes_nothing():
+    old, _ = diff_chunks(KEY, [], chunks("a", "tip", "tip"), model_id=MODEL, now=T0)
+    stored, diff = diff_chunks(KEY, old, chunks("a", "tip", "tip"), model_id=MODEL, now=T1)
+    assert stored == old and not diff.changed and diff.folded == 1
+
+
+def test_a_stored_repeat_is_deleted_and_nothing_is_embedded():
+    first, _ = diff_chunks(KEY, [], chunks("a", "tip"), model_id=MODEL, now=T0)
+    tip = first[1]
+    # a second place of the text, under the id a state without folding gave it
+    second = uuid.uuid5(uuid.NAMESPACE_URL, f"{KEY}\n{tip.chunk_hash}\n{MODEL}\n1")
+    repeat = dataclasses.replace(tip, point_id=str(second), chunk_index=2)
+    stored, diff = diff_chunks(
+        KEY, [*first, repeat], chunks("a", "tip", "tip"), model_id=MODEL, now=T1
+    )
+    assert stored == first and diff.folded == 1
+    assert not diff.add and diff.remove == (repeat,) and diff.changed
 
 
 def test_ids_depend_on_record_and_model():

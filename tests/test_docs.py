@@ -57,6 +57,13 @@ def test_every_config_key_is_in_the_readme():
     assert missing == []
 
 
+def test_every_run_counter_is_in_the_readme():
+    from ragsync.models import Counters
+
+    section = README.split("\nCounters: ", 1)[1].split("\n## ", 1)[0]
+    assert [name for name in Counters().as_dict() if f"`{name}`" not in section] == []
+
+
 def test_every_cli_command_has_help_text():
     runner = CliRunner()
     assert len(main.commands) >= 11

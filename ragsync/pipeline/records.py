@@ -178,6 +178,8 @@ def commit_changed(
         unless_hash=extracted.content_hash if fresh else None,
         terms=term_counting(engine, counters),
     )
+    if committed:
+        counters.chunks_folded += diff.folded
     if committed and before is None:
         counters.documents_created += 1
     elif committed:
