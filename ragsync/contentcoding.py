@@ -316,6 +316,7 @@ def _unzstd(pieces: Iterable[bytes], step: int, zstandard: ModuleType) -> Iterat
     """zstd frames, one after another, each read to its end."""
     context = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
     frame = None
+    held = bytearray()  # the small outputs of small inputs, given out a step at a time
     for piece in pieces:
         view = memoryview(piece)
         for start in range(0, len(view), ZSTD_SLICE):
@@ -324,11 +325,14 @@ def _unzstd(pieces: Iterable[bytes], step: int, zstandard: ModuleType) -> Iterat
                 if frame is None:
                     frame = context.decompressobj(write_size=step)
                 try:
-                    out = frame.decompress(data)
+                    held += frame.decompress(data)
                 except zstandard.ZstdError as exc:
                     raise CorruptBody("zstd", f"the zstd stream is invalid ({exc})") from exc
-                for at in range(0, len(out), step):
-                    yield out[at : at + step]
                 data, frame = (frame.unused_data, None) if frame.eof else (b"", frame)
+            while len(held) >= step:
+                yield bytes(held[:step])
+                del held[:step]
+    if held:
+        yield bytes(held)
     if frame is not None:
         raise IncompleteBody("zstd", "the zstd stream stops before its end")
