@@ -6,6 +6,14 @@ no usable response came back: network errors and timeouts (transient), redirect 
 over-long redirect chains, redirects without a usable ``Location`` and bodies over
 ``max_body_bytes`` (terminal).
 
+A body is whole or it is a failure. One shorter than its ``Content-Length`` or a chunked one
+cut before its last chunk (h11 refuses both, RFC 9112 §6.3), and a compressed one whose stream
+stops before its end (:mod:`ragsync.contentcoding`: a proxy may cut a gzip body and frame the
+cut as whole) are transient failures, retried like a network error; nothing of them is
+returned. A stream that is not valid for its coding, and a coding ragsync cannot decode (named,
+with what it decodes; ``Accept-Encoding`` offers only those), are terminal. Only a body whose
+end is the connection's close (no length, not chunked) cannot be told cut from whole.
+
 ``fetch.timeout`` bounds the network time of a whole :meth:`Fetcher.get`: all hops of a
 redirect chain together, each with its connect, TLS handshake, request, headers and complete
 body (see :mod:`ragsync.transport`). Time spent waiting at the caller's gate for a hop's turn
@@ -23,7 +31,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from functools import partial
@@ -37,6 +45,8 @@ from ragsync.urls import split_url
 
 if TYPE_CHECKING:
     import httpx
+
+    from ragsync.contentcoding import CodingError
 
 # httpx (and under it httpcore, h2, rich) is imported by the first request, not with this
 # module: a run with nothing due sends none and should not pay for it (README "Architecture").
@@ -171,8 +181,13 @@ class Fetcher:
                     transport = self._transport or DeadlineTransport(
                         max_connections=self.config.concurrency
                     )
+                    from ragsync.contentcoding import accept_encoding
+
                     self._client = httpx.Client(
-                        headers={"User-Agent": self.config.user_agent},
+                        headers={
+                            "User-Agent": self.config.user_agent,
+                            "Accept-Encoding": accept_encoding(),
+                        },
                         timeout=self.config.timeout,
                         follow_redirects=False,
                         transport=transport,
@@ -289,11 +304,13 @@ class Fetcher:
         gets the status and headers before the body is read (``pages_only``: see :meth:`get`)."""
         import httpx
 
+        from ragsync.contentcoding import CodingError, decode
         from ragsync.transport import InternalAddressRefused
 
         limit = self.config.max_body_bytes
         timeout = f"timeout: whole request over fetch.timeout={self.config.timeout:g}s"
         where = "" if target == url else f" (redirected to {target})"
+        raw = _Received(url, limit)
         try:
             left = _left()
             if left <= 0:
@@ -312,16 +329,24 @@ class Fetcher:
                     # A file is judged by its headers alone: a tarball or a PDF a page links
                     # to costs no download, and no max_body_bytes failure.
                     return head
+                raw.started = True
                 body = bytearray()
-                # iter_bytes() decodes gzip/deflate: counting decoded bytes also stops bombs.
-                for piece in response.iter_bytes():
-                    body += piece
-                    if len(body) > limit:
-                        raise FetchError(
-                            url, f"body larger than max_body_bytes={limit}", transient=False
-                        )
-                    if _left() <= 0:  # what the transport cannot see (decoding, a mock)
-                        raise FetchError(url, timeout + where, transient=True)
+                try:
+                    # Decoded here from the raw bytes, not by httpx (see
+                    # ragsync.contentcoding); counting decoded bytes also stops bombs.
+                    pieces = decode(raw.read(_raw(response)), head.headers.get("content-encoding"))
+                    for piece in pieces:
+                        body += piece
+                        if len(body) > limit:
+                            reason = f"body larger than max_body_bytes={limit}"
+                            raise FetchError(url, reason, transient=False)
+                        if _left() <= 0:  # what the transport cannot see (decoding, a mock)
+                            raise FetchError(url, timeout + where, transient=True)
+                except CodingError as exc:
+                    reason = _refused_body(exc, raw.count, len(body))
+                    raise FetchError(
+                        url, reason + where, status=head.status, transient=exc.transient
+                    ) from exc
                 return replace(head, body=bytes(body))
         except _UnusableLocation as exc:
             reason = f"HTTP {exc.status} from {target} without a usable Location ({exc})"
@@ -330,14 +355,57 @@ class Fetcher:
             raise FetchError(
                 url, f"{timeout}{where} ({type(exc).__name__})", transient=True
             ) from exc
-        except httpx.DecodingError as exc:
+        except httpx.DecodingError as exc:  # see _raw: httpx decoded an in-memory response
             raise FetchError(url, f"undecodable body: {exc}{where}", transient=False) from exc
         except httpx.TransportError as exc:
-            raise FetchError(url, f"network error: {exc}{where}", transient=True) from exc
+            cut = f" after {raw.count} body bytes" if raw.started else ""
+            raise FetchError(url, f"network error{cut}: {exc}{where}", transient=True) from exc
         except InternalAddressRefused as exc:
             raise FetchError(url, f"{exc}{where}", transient=False) from exc
         except (httpx.InvalidURL, UnicodeError) as exc:  # idna refuses a host, for one
             raise FetchError(url, f"invalid URL: {exc}{where}", transient=False) from exc
+
+
+def _raw(response: httpx.Response) -> Iterable[bytes]:
+    """The body's bytes as they came. A response an injected transport built in memory
+    (``httpx.MockTransport``'s) was read, and decoded by httpx, when it was made; its stream
+    still holds the raw bytes."""
+    import httpx
+
+    if not response.is_stream_consumed:
+        return response.iter_raw()
+    assert isinstance(response.stream, httpx.SyncByteStream)
+    return response.stream
+
+
+class _Received:
+    """The raw (still coded) bytes of a body as they come: counted, and at most
+    ``max_body_bytes`` of them (bytes a decoder ignores, after a gzip stream's end, count
+    too)."""
+
+    def __init__(self, url: str, limit: int):
+        self.url = url
+        self.limit = limit
+        self.count = 0
+        self.started = False  # the headers are in: what fails now fails within the body
+
+    def read(self, pieces: Iterable[bytes]) -> Iterator[bytes]:
+        for piece in pieces:
+            self.count += len(piece)
+            yield piece  # first: a body without a coding meets the decoded limit (and its reason)
+            if self.count > self.limit:
+                reason = f"body larger than max_body_bytes={self.limit} as it came (coded)"
+                raise FetchError(self.url, reason, transient=False)
+
+
+def _refused_body(exc: CodingError, came: int, decoded: int) -> str:
+    """Why a body is refused: its coding, what is wrong, how many bytes came."""
+    from ragsync.contentcoding import UnsupportedCoding
+
+    if isinstance(exc, UnsupportedCoding):
+        return f"{exc.detail}; the body is not used ({came} bytes read)"
+    what = "body cut short" if exc.transient else "undecodable body"
+    return f"{what}: {exc.detail} ({came} bytes came, {decoded} decoded)"
 
 
 def _sendable(value: str) -> bool:
