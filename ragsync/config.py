@@ -269,6 +269,9 @@ class SourceConfig:
     # (README "Deletion safety", outage pages).
     outage_pages: int = bounded(3, ge=0)
     outage_share: float = bounded(0.5, ge=0.0, le=1.0)
+    # A short page with a challenge, JavaScript-required or error-page marker, or a 200 with
+    # Retry-After, is an outage page (false: read as content).
+    outage_markers: bool = True
     # A change that keeps less than this share of a page's words is held until the
     # missing-page rule confirms it (0: never held).
     hold_shrink: float = bounded(0.1, ge=0.0, le=1.0)

@@ -349,6 +349,8 @@ class PageChecker:
         short body with the marker of a bot challenge, a JavaScript-required shell or an error
         page (:func:`ragsync.outage.not_the_page`). It fails, the page keeps its content and is
         asked again at the next run (README "Deletion safety", outage pages)."""
+        if not self.source.outage_markers:
+            return None
         after = response.headers.get("retry-after")
         if after is not None:
             reason = (

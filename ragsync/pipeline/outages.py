@@ -20,6 +20,7 @@ rules are :mod:`ragsync.outage`'s; README "Deletion safety", *Outage pages*):
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence, Set
 
@@ -67,6 +68,8 @@ class Watch:
         self.crawl = False  # … by crawling it
         self._outages: set[Arrival] | None = None
         self._decided: dict[tuple[str, str], Outcome] = {}  # (doc key, digest): this pass's word
+        self._named: dict[tuple[str, str], int] = {}  # pages held, by (host, outage page)
+        self._lines: dict[tuple[str, str], int] = {}  # … and the report line that says so
 
     @property
     def outages(self) -> set[Arrival]:
@@ -99,18 +102,20 @@ class Watch:
             min_pages=self.source.outage_pages,
             share=self.source.outage_share,
         )
+        self.outages.update(found)
         judged = list(outcomes)
+        for outcome in outcomes:
+            if isinstance(outcome, Failed) and outcome.verdict == "outage":  # one page's marker
+                what = re.split(r" \(|, ", outcome.reason, maxsplit=1)[0]
+                self.name(host_of(outcome.page.url), what)
         for arrival, at in arrivals.items():
-            if arrival in found and arrival not in self.outages:
-                self.outages.add(arrival)
-                self.name_outage(arrival, [outcomes[i] for i in at])
             if arrival in self.outages:
                 for i in at:
                     judged[i] = self.outage(outcomes[i], arrival)
                 continue
             # Records of distinct texts arriving at one: a site-wide page, or a real merge.
             records = [i for i in at if self.held_back(outcomes[i])]
-            converging = len({outcomes[i].page.document["content_hash"] for i in records})  # type: ignore[index]
+            converging = len({previous_hash(outcomes[i]) for i in records})
             for i in at:
                 why = self.suspicion(outcomes[i], converging if i in records else 0)
                 if why is None and suspect is not None and self.held_back(outcomes[i]):
@@ -207,6 +212,7 @@ class Watch:
             f"{count} time(s) since {since}; not content: the indexed content is kept and the "
             "page is asked again at the next run"
         )
+        self.name(arrival[0], f"suspected outage: one page ({title!r}) for many URLs")
         return Failed(
             outcome.page,
             outcome.exchange,
@@ -216,18 +222,29 @@ class Watch:
             held=Held("outage", arrival[1], count, since),
         )
 
-    def name_outage(self, arrival: Arrival, outcomes: Sequence[Outcome]) -> None:
-        """Name an outage found in this window in the run report (and the log, once)."""
-        first = outcomes[0]
-        assert isinstance(first, Changed) and first.extracted is not None
+    def name(self, host: str, what: str) -> None:
+        """Count one more page of ``host`` held by an outage page (``what``), in one line of
+        the run report per host and outage page (and a warning when it is first seen)."""
+        key = (host, what)
+        count = self._named.get(key, 0) + 1
+        self._named[key] = count
         line = (
-            f"suspected outage: {len(outcomes)} pages of {arrival[0]} serve one page "
-            f"({first.extracted.title!r}, e.g. {first.page.url}); nothing is replaced or "
-            "retired, and the pages are asked again at the next run (outage_pages = "
-            f"{self.source.outage_pages}, outage_share = {self.source.outage_share:g})"
+            f"{host}: {what}: {count} page(s) held; nothing is replaced or retired, and they "
+            "are asked again at the next run"
         )
-        self.report.outages.append(line)
-        log.warning("%s: %s", self.source.id, line)
+        if count == 1:
+            self._lines[key] = len(self.report.outages)
+            self.report.outages.append(line)
+            log.warning("%s: %s", self.source.id, line)
+        else:
+            self.report.outages[self._lines[key]] = line
+
+
+def previous_hash(outcome: Outcome) -> str:
+    """The content hash a page's record held before this pass."""
+    document = outcome.page.document
+    assert document is not None
+    return document["content_hash"] or ""
 
 
 def arrived(outcome: Outcome) -> Arrival | None:

@@ -45,7 +45,7 @@ def outage_site(tmp_path, embedder):
     site.start()
     clock = Clock()
 
-    def build(kind: str = "sitemap") -> Syncer:
+    def build(kind: str = "sitemap", **extra: object) -> Syncer:
         if kind == "crawl":
             source = {"id": "docs", "kind": "crawl", "url": site.base_url + "/guide/page-0"}
             links = "".join(f'<a href="/guide/page-{i}">{i}</a>' for i in range(5))
@@ -54,7 +54,7 @@ def outage_site(tmp_path, embedder):
         else:
             source = sitemap_source(site)
         syncer = Syncer(
-            make_config(tmp_path / kind, [{**source, "every": "1h"}]),
+            make_config(tmp_path / f"{kind}{len(made)}", [{**source, "every": "1h", **extra}]),
             embedder=embedder,
             clock=clock,
         )
@@ -92,7 +92,8 @@ def test_a_site_wide_outage_page_keeps_every_page_and_converges_when_the_site_is
         result = syncer.run(revalidate_all=True)
         assert not result.ok
         report = result.sources["docs"]
-        assert "outage" in " ".join(report.errors), report
+        assert "outage page" in " ".join(report.errors), report
+        assert report.outages and all("page(s) held" in line for line in report.outages)
         assert points(syncer) == before
         assert result.counters.tombstones_created == result.counters.duplicates == 0
         assert result.counters.points_deleted == result.counters.points_upserted == 0
@@ -157,11 +158,14 @@ def test_an_outage_page_found_once_holds_a_page_asked_alone_later(outage_site):
     clock.advance(hours=2)
     first = syncer.run(revalidate_all=True)
     assert first.counters.outage_pages == 5
-    assert any("suspected outage: 5 pages" in line for line in first.sources["docs"].outages)
+    (line,) = first.sources["docs"].outages
+    assert "suspected outage: one page ('Example Docs')" in line and "5 page(s) held" in line
 
     clock.advance(hours=2)
     alone = syncer.resync([site.base_url + "/guide/page-3"])
     assert alone.counters.outage_pages == 1 and not alone.ok
+    (line,) = alone.sources["docs"].outages
+    assert "suspected outage" in line and "1 page(s) held" in line
     assert points(syncer) == before
     rows = {row["url"]: row for row in syncer.state.attempts.list("docs")}
     assert rows[site.base_url + "/guide/page-3"]["held_count"] == 2
@@ -257,3 +261,16 @@ def test_a_record_turns_into_a_copy_only_when_confirmed_and_the_listing_is_compl
     assert done.counters.duplicates == 1 and done.counters.tombstones_created == 1
     assert copy_url not in {u for u, _ in points(syncer).values()}
     assert syncer.verify().clean
+
+
+def test_outage_markers_false_reads_a_marked_page_as_content(outage_site):
+    site, clock, build = outage_site
+    syncer = build(outage_markers=False, hold_shrink=0)
+    syncer.run()
+    site.fault = lambda path, headers: (200, {}, MAINTENANCE) if path == "/guide/page-2" else None
+    clock.advance(hours=2)
+    result = syncer.run(revalidate_all=True)
+    assert result.ok and result.counters.outage_pages == 0
+    assert result.counters.documents_updated == 1
+    texts = [text for url, text in points(syncer).values() if url.endswith("/guide/page-2")]
+    assert texts and all("back soon" in text for text in texts)
