@@ -161,6 +161,44 @@ def test_plain_text_has_no_meta_and_xml_has_its_declaration():
     assert decode_xml(b"\xef\xbb\xbf" + xml, "text/xml; charset=koi8-r").encoding == "UTF-8"
 
 
+@pytest.mark.parametrize(
+    ("body", "content_type", "doubt"),
+    [
+        ('<?xml version="1.0"?><a>Zürich</a>'.encode(), "", None),
+        (b"\xff\xfe" + "<a>Zürich</a>".encode("utf-16-le"), "text/xml; charset=bogus", None),
+        ("<a>東京</a>".encode("cp932"), "application/xml; charset=sjis", None),
+        (
+            "<a>Zürich, Genève</a>".encode() + b"\xff",
+            "",
+            "1 byte sequence is not UTF-8 (read as U+FFFD)",
+        ),
+        (b"<a>caf\xe9</a>", "", "its bytes are not UTF-8 (read as windows-1252)"),
+        (
+            b'<?xml version="1.0" encoding="utf-8"?><a>caf\xe9</a>',
+            "",
+            "its bytes are not UTF-8, as its XML declaration says (read as windows-1252)",
+        ),
+        (
+            b"<a>caf\xe9</a>",
+            "application/xml; charset=utf-8",
+            "its bytes are not UTF-8, as its Content-Type charset says (read as windows-1252)",
+        ),
+        (
+            b'<?xml version="1.0" encoding="ebcdic-cp-us"?><a/>',
+            "",
+            "its XML declaration names an encoding no browser knows: 'ebcdic-cp-us'",
+        ),
+        (
+            b"<a/>",
+            "application/xml; charset=utf-32",
+            "its Content-Type charset names an encoding no browser knows: 'utf-32'",
+        ),
+    ],
+)
+def test_what_casts_doubt_on_an_xml_text_is_named(body, content_type, doubt):
+    assert decode_xml(body, content_type).doubt == doubt
+
+
 # -- declarations that lie ------------------------------------------------------------------
 
 

@@ -30,7 +30,9 @@ kept when it decodes more characters beyond ASCII than it cannot decode (a UTF-8
 stray byte: the stray byte becomes U+FFFD, as a browser shows it); otherwise it lies (a
 windows-1252 page served as UTF-8) and the next one is tried, then the fallback. A UTF-16 label
 on a body with no NUL byte in its first 1,024 bytes lies too: the markup of such a body is
-ASCII, never UTF-16.
+ASCII, never UTF-16. What casts doubt on a text is named (:attr:`Decoded.doubt`): bytes read as
+U+FFFD, a declaration passed over, an XML declaration naming no known encoding. A sitemap read
+with a doubt is listed but incomplete, since a URL in it may be misread.
 
 Example::
 

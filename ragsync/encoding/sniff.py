@@ -196,7 +196,8 @@ def _read(body: bytes, encoding: str, source: Source, final: bool) -> Decoded:
     except UnicodeDecodeError:
         text = decode(body, encoding, final=final)
     replaced = text.count("\ufffd")
-    doubt = f"{replaced} byte sequences are not {encoding} (each read as U+FFFD)"
+    are = "sequence is" if replaced == 1 else "sequences are"
+    doubt = f"{replaced} byte {are} not {encoding} (read as U+FFFD)"
     return Decoded(text, encoding, source, replaced, doubt)
 
 
