@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
+from ragsync.encoding import decode_xml, utf8_xml
 from ragsync.models import Candidate, Checkpoint, Response
 from ragsync.protocols import DiscoveryContext
 from ragsync.urls import require_http_url
@@ -52,15 +53,28 @@ def _entry_link(entry: dict) -> str | None:
     return None
 
 
-def parse_feed(body: bytes, *, url: str = "", content_location: str | None = None) -> dict:
+def parse_feed(
+    body: bytes,
+    *,
+    url: str = "",
+    content_location: str | None = None,
+    content_type: str = "",
+) -> dict:
     """``{"version", "entries": [{"id", "link", "updated"}], "unresolved": n}`` of an RSS or
     Atom document fetched from ``url``.
+
+    Its text is read as XML is (``ragsync.encoding.decode_xml``: a byte-order mark, the
+    ``Content-Type`` charset, the XML declaration, UTF-8, windows-1252) and handed to
+    feedparser as UTF-8: feedparser's own reading tries Python's codec for the declared
+    name and, when that fails (① in Shift_JIS, which Python's shift_jis lacks), reads the
+    whole feed as windows-1252.
 
     Args:
         body: the document.
         url: where it was fetched from (after redirects): the base URI of last resort.
         content_location: the response's ``Content-Location``, if any (resolved against
             ``url``): the base URI before ``url``.
+        content_type: the response's ``Content-Type`` (its charset is the document's).
 
     ``unresolved`` counts the entries left out because their link is missing or cannot be
     made an absolute http(s) URL.
@@ -79,13 +93,23 @@ def parse_feed(body: bytes, *, url: str = "", content_location: str | None = Non
     """
     import feedparser
 
+    body = utf8_xml(decode_xml(body, content_type).text)
     refuse_entities(body)
     base = urljoin(url, content_location) if content_location else url
     # feedparser applies xml:base only on top of an absolute base, passed as the response's
     # Content-Location; but it then also rewrites relative ids (an RSS guid "/posts/1" is an
-    # opaque string), so the ids come from a parse without a base, entry for entry.
-    parsed = feedparser.parse(body, response_headers={"content-location": base} if base else {})
-    ids = [entry.get("id") for entry in feedparser.parse(body).entries] if base else []
+    # opaque string), so the ids come from a parse without a base, entry for entry. Given
+    # response headers, feedparser takes a body without a charset for ISO-8859-1 (RFC 3023's
+    # default for text/*), so they say what the body now is: UTF-8.
+    utf8 = {"content-type": "application/xml; charset=utf-8"}
+    parsed = feedparser.parse(
+        body, response_headers={**utf8, "content-location": base} if base else utf8
+    )
+    ids = (
+        [entry.get("id") for entry in feedparser.parse(body, response_headers=utf8).entries]
+        if base
+        else []
+    )
     if not parsed.get("version") and not parsed.get("entries"):
         problem = parsed.get("bozo_exception") or "no RSS or Atom root element"
         raise ValueError(f"not a feed: {problem}")
@@ -109,11 +133,13 @@ def parse_feed(body: bytes, *, url: str = "", content_location: str | None = Non
 
 
 def parse_feed_response(response: Response) -> dict:
-    """:func:`parse_feed` of a response: its body, final URL and ``Content-Location``."""
+    """:func:`parse_feed` of a response: its body, final URL, ``Content-Location`` and
+    ``Content-Type``."""
     return parse_feed(
         response.body,
         url=response.url,
         content_location=response.headers.get("content-location"),
+        content_type=response.headers.get("content-type", ""),
     )
 
 

@@ -6,7 +6,8 @@ Each sitemap file is revalidated conditionally: an unchanged one (304) costs no 
 ``<lastmod>`` orders work (newest first) but is never proof of change.
 
 The listing is complete only when every document of it was read whole. A document that cannot
-be fetched or parsed, an XML document that breaks off (its complete entries are still listed),
+be fetched or parsed, an XML document that breaks off (its complete entries are still listed), a
+document whose text is in doubt (its encoding cannot decode it; its entries are still listed),
 an index nested deeper than :data:`MAX_DEPTH` or more documents than ``max_sitemaps`` make it
 incomplete (``ctx.incomplete``), and then no page counts as "no longer listed". Within one
 listing a document is read once per canonical URL, and a document whose content equals one
@@ -27,8 +28,9 @@ from urllib.parse import urlsplit
 
 from protego import Protego
 
+from ragsync.encoding import decode_xml, utf8_xml
 from ragsync.errors import ConfigError
-from ragsync.models import Candidate
+from ragsync.models import Candidate, Response
 from ragsync.protocols import DiscoveryContext
 from ragsync.robots import decode_robots
 from ragsync.urls import canonical_url, require_http_url
@@ -55,7 +57,7 @@ class SitemapDocument:
 
     ``pages`` are ``(page_url, lastmod)``; ``children`` the child sitemaps of an index;
     ``partial`` says why the XML ended before its root element closed (the entries complete
-    before the cut are kept), None for a whole document.
+    before the cut are kept) or why its text is in doubt, None for a whole document.
     """
 
     pages: tuple[tuple[str, str | None], ...] = ()
@@ -88,20 +90,27 @@ def gunzip_bounded(body: bytes, limit: int = MAX_DECOMPRESSED) -> bytes:
             return bytes(out)
 
 
-def parse_text_sitemap(text: bytes) -> list[tuple[str, str | None]]:
+def parse_text_sitemap(text: str) -> list[tuple[str, str | None]]:
     """Pages of a text sitemap: one absolute http(s) URL per line (sitemaps.org §"Text file")."""
-    lines = text.decode("utf-8", errors="replace").splitlines()
     return [
-        (line.strip(), None) for line in lines if line.strip().startswith(("http://", "https://"))
+        (line.strip(), None)
+        for line in text.splitlines()
+        if line.strip().startswith(("http://", "https://"))
     ]
 
 
-def parse_sitemap(body: bytes) -> SitemapDocument:
-    """One sitemap document (XML, gzip-compressed XML, or a text sitemap).
+def parse_sitemap(body: bytes, content_type: str = "") -> SitemapDocument:
+    """One sitemap document (XML, gzip-compressed XML, or a text sitemap) served with
+    ``content_type``.
 
-    XML is read incrementally: when it breaks off (a truncated file, a stray ``&``), the
-    ``<url>`` (or index ``<sitemap>``) elements complete before the error are kept and the
-    result says why it is ``partial``.
+    Its text is read as XML is (``ragsync.encoding.decode_xml``: a byte-order mark, the
+    ``Content-Type`` charset, the XML declaration, UTF-8, windows-1252), then parsed as
+    UTF-8, so that a sitemap in Shift_JIS, GB18030 or UTF-16 lists the URLs a browser would
+    read in it. A text in doubt (bytes its encoding cannot decode, a declaration that lies
+    or names an unknown encoding) is listed but ``partial``: a URL in it may be misread,
+    so it is no evidence that a page is gone. XML is read incrementally: when it breaks off
+    (a truncated file, a stray ``&``), the ``<url>`` (or index ``<sitemap>``) elements
+    complete before the error are kept and the result says why it is ``partial``.
 
     Example::
 
@@ -113,13 +122,20 @@ def parse_sitemap(body: bytes) -> SitemapDocument:
     """
     if body[:2] == _GZIP_MAGIC:
         body = gunzip_bounded(body)
-    refuse_entities(body)
-    if not body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
-        pages = parse_text_sitemap(body)
+    decoded = decode_xml(body, content_type)
+    doubt = f"the text is in doubt: {decoded.doubt}" if decoded.doubt else None
+    if not decoded.text.lstrip(" \t\r\n").startswith("<"):
+        pages = parse_text_sitemap(decoded.text)
         if not pages:
             raise ValueError("neither an XML sitemap nor a text sitemap of http(s) URLs")
-        return SitemapDocument(pages=tuple(pages))
-    return parse_xml_sitemap(body)
+        return SitemapDocument(pages=tuple(pages), partial=doubt)
+    xml = utf8_xml(decoded.text)
+    refuse_entities(xml)
+    document = parse_xml_sitemap(xml)
+    if doubt is None:
+        return document
+    partial = f"{doubt}; {document.partial}" if document.partial else doubt
+    return SitemapDocument(document.pages, document.children, partial=partial)
 
 
 def _child_text(element: Any, name: str) -> str | None:
@@ -172,8 +188,8 @@ def parse_xml_sitemap(xml: bytes) -> SitemapDocument:
     return SitemapDocument(tuple(pages), tuple(children))
 
 
-def _parse_for_cache(body: bytes) -> dict:
-    document = parse_sitemap(body)
+def _parse_for_cache(response: Response) -> dict:
+    document = parse_sitemap(response.body, response.headers.get("content-type", ""))
     return {
         "pages": [list(page) for page in document.pages],
         "children": list(document.children),
@@ -264,7 +280,7 @@ class _Walk:
             self.queue.clear()
             return
         self.read += 1
-        parsed = self.ctx.get_parsed_or_warn(item.url, _parse_for_cache, "sitemap")
+        parsed = self.ctx.get_parsed_response_or_warn(item.url, _parse_for_cache, "sitemap")
         if parsed is None:
             return
         digest = hashlib.sha256(json.dumps(parsed, sort_keys=True).encode()).hexdigest()

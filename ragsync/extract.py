@@ -25,7 +25,7 @@ from html import unescape as html_unescape
 from typing import Any
 from urllib.parse import urljoin
 
-from ragsync import docsites, htmlprep
+from ragsync import docsites, encoding, htmlprep
 from ragsync.errors import ExtractError
 from ragsync.models import Extracted, media_type
 from ragsync.policy import TEXT_TYPES
@@ -41,7 +41,6 @@ _FENCE_AFTER_TEXT = re.compile(r"^(.*\S)[ \t]*(```|~~~)[ \t]*$")
 _CONTAINER_MARKS = re.compile(r"^(?:[ \t]*(?:>|[-*+]|\d+[.)])(?=[ \t]|$))+")
 _BLANKS = re.compile(r"\n{3,}")
 _WORD = re.compile(r"\w+")
-_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.I)
 _NOISE_TAGS = ("script", "style", "noscript", "nav", "header", "footer", "aside", "form", "iframe")
 
 
@@ -103,52 +102,34 @@ def _is_list_item(line: str) -> bool:
     return bool(re.match(r"([-*+]|\d+[.)])\s", line))
 
 
-def declared_charsets(body: bytes, content_type: str) -> tuple[str | None, str | None]:
-    """``(header, page)``: the charset the ``Content-Type`` names and the one a ``<meta
-    charset>`` in the first 4 KiB names, lowercase, each None when absent.
-
-    >>> declared_charsets(b'<meta charset="Shift_JIS">', 'text/html; charset="UTF-8"')
-    ('utf-8', 'shift_jis')
-    """
-    declared = None
-    for part in content_type.split(";")[1:]:
-        name, _, value = part.strip().partition("=")
-        if name.lower() == "charset" and value.strip("\"' "):
-            declared = value.strip("\"' ").lower()
-    meta = _META_CHARSET.search(body[:4096])
-    return declared, meta.group(1).decode("ascii", "ignore").lower() if meta else None
-
-
 def decode_body(body: bytes, content_type: str, url: str) -> str:
-    """The text of ``body``: the first of the header's charset, the page's ``<meta charset>``,
-    UTF-8 and windows-1252 (the web's legacy default) that decodes cleanly, else a detected one.
+    """The text of ``body``, its encoding found as browsers find it (``ragsync.encoding``): a
+    byte-order mark, the ``Content-Type`` charset, a page's ``<meta charset>``, else UTF-8,
+    a detected encoding or windows-1252. A declaration that lies is survivable (a
+    windows-1252 page served as UTF-8); bytes that are no text in any encoding (NUL bytes)
+    and the Encoding Standard's replacement encoding (ISO-2022-KR, HZ…, which browsers
+    never decode) are not.
 
-    A wrong charset declaration is common and survivable; bytes that no charset explains
-    (NUL bytes, nothing detectable) are not text.
+    >>> decode_body("\\ufeffZürich".encode(), "text/plain; charset=iso-8859-1", "http://x/z")
+    'Zürich'
 
     Raises:
-        ExtractError: the body is not text in any charset that can be detected.
+        ExtractError: the body is not text.
     """
-    declared, in_page = declared_charsets(body, content_type)
-    if b"\0" in body[:4096]:
-        raise ExtractError(url, f"body is not text (declared charset: {declared or 'none'})")
-    for charset in (declared, in_page, "utf-8", "windows-1252"):
-        if charset:
-            try:
-                return body.decode(charset)
-            except (LookupError, UnicodeDecodeError):
-                continue
-    from charset_normalizer import from_bytes
-
-    best = from_bytes(body).best()
-    if best is None:
-        raise ExtractError(url, f"body is not text (declared charset: {declared or 'none'})")
-    return str(best)
+    if media_type(content_type) in TEXT_TYPES:
+        decoded = encoding.decode_text(body, content_type)
+    else:
+        decoded = encoding.decode_html(body, content_type)
+    if decoded.encoding == "replacement" or "\0" in decoded.text[:4096]:
+        raise ExtractError(
+            url, f"body is not text (charset: {decoded.encoding}, from {decoded.source})"
+        )
+    return decoded.text
 
 
-_LINK_TAG = re.compile(rb"<link\b[^>]*>", re.I)
-_META_TAG = re.compile(rb"<meta\b[^>]*>", re.I)
-_ATTR = re.compile(rb"""([a-zA-Z-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""")
+_LINK_TAG = re.compile(r"<link\b[^>]*>", re.I)
+_META_TAG = re.compile(r"<meta\b[^>]*>", re.I)
+_ATTR = re.compile(r"""([a-zA-Z-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""")
 _LINK_HEADER = re.compile(r"""<([^>]*)>\s*;[^,]*?\brel\s*=\s*"?canonical"?""", re.I)
 # HTML Living Standard, "shared declarative refresh steps": a delay, then ; or , and an
 # optional ``url=``, the URL optionally quoted.
@@ -158,14 +139,15 @@ _REFRESH = re.compile(
 )
 
 
-def _head_tags(pattern: re.Pattern[bytes], body: bytes) -> Iterator[dict[bytes, str]]:
-    """The attributes (name lowercased, value decoded and unescaped) of each tag ``pattern``
-    finds in the first 64 KiB of ``body``: where ``<head>`` declarations live."""
-    for tag in pattern.findall(body[:65536]):
+def _head_tags(
+    pattern: re.Pattern[str], body: bytes, content_type: str
+) -> Iterator[dict[str, str]]:
+    """The attributes (name lowercased, value unescaped) of each tag ``pattern`` finds in the
+    first 64 KiB of ``body``, read in the page's encoding: where ``<head>`` declarations live."""
+    head = encoding.decode_html(body[:65536], content_type, partial=True).text
+    for tag in pattern.findall(head):
         yield {
-            m.group(1).lower(): html_unescape(
-                (m.group(2) or m.group(3) or m.group(4) or b"").decode("utf-8", "replace")
-            ).strip()
+            m.group(1).lower(): html_unescape(m.group(2) or m.group(3) or m.group(4) or "").strip()
             for m in _ATTR.finditer(tag)
         }
 
@@ -176,17 +158,18 @@ def canonical_link(body: bytes, headers: dict[str, str], base_url: str) -> str |
     match = _LINK_HEADER.search(headers.get("link", ""))
     if match:
         return urljoin(base_url, match.group(1).strip())
-    for attrs in _head_tags(_LINK_TAG, body):
-        if attrs.get(b"rel", "").lower().split() == ["canonical"] and attrs.get(b"href"):
-            return urljoin(base_url, attrs[b"href"])
+    for attrs in _head_tags(_LINK_TAG, body, headers.get("content-type", "")):
+        if attrs.get("rel", "").lower().split() == ["canonical"] and attrs.get("href"):
+            return urljoin(base_url, attrs["href"])
     return None
 
 
-def meta_refresh(body: bytes, base_url: str) -> str | None:
+def meta_refresh(body: bytes, base_url: str, *, content_type: str = "") -> str | None:
     """Where an *instant* ``<meta http-equiv="refresh">`` (delay 0) in the first 64 KiB of
     ``body`` sends the reader (resolved against ``base_url``), or None: no such tag, a refresh
     without a URL (a reload), one back to ``base_url`` itself, or a delayed one (a page of its
     own that moves on after a while, as search engines read it: content, not a redirect).
+    ``content_type`` (the response's) takes part in finding the page's encoding.
 
     mdBook, Sphinx's redirect extensions and many static sites publish moved pages as such
     stubs; their text is "Redirecting to …", never the target's content.
@@ -205,10 +188,10 @@ def meta_refresh(body: bytes, base_url: str) -> str | None:
         >>> meta_refresh(b'<meta name="description" content="0; url=/x">', "http://x/") is None
         True
     """
-    for attrs in _head_tags(_META_TAG, body):
-        if attrs.get(b"http-equiv", "").lower() != "refresh":
+    for attrs in _head_tags(_META_TAG, body, content_type):
+        if attrs.get("http-equiv", "").lower() != "refresh":
             continue
-        match = _REFRESH.match(attrs.get(b"content", ""))
+        match = _REFRESH.match(attrs.get("content", ""))
         if match is None or not match.group("url").strip():
             return None
         try:

@@ -26,6 +26,7 @@ import httpx
 from protego import Protego
 
 from ragsync.config import FetchConfig
+from ragsync.encoding import decode_html
 from ragsync.errors import FetchError
 from ragsync.fetch import Fetcher, OutOfScope
 from ragsync.models import Response
@@ -165,7 +166,8 @@ class SiteProbe:
             return SiteChoice("crawl", self.url, reason)
         page, moved = self.start_page()
         if page is not None:
-            links = feed_links(page.body.decode("utf-8", "replace"), page.url)
+            text = decode_html(page.body, page.headers.get("content-type", "")).text
+            links = feed_links(text, page.url)
             for feed in [link for link in links if self.scope.refuse(link) is None]:
                 if self.get(feed) is not None:
                     reason = f"no sitemap; the start page links to the feed {feed}"

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
-from ragsync.extract import declared_charsets
+from ragsync.encoding import decode_html
 from ragsync.urls import clean_url
 
 MAX_LINKS = 10_000  # outlinks kept per page; a page with more is cut and named (the crawl is
@@ -107,8 +107,8 @@ def page_links(
 
     Args:
         body: the response body.
-        content_type: its ``Content-Type`` (the charset parameter is used; a ``<meta
-            charset>`` otherwise; UTF-8 by default, undecodable bytes replaced).
+        content_type: its ``Content-Type``, whose charset takes part in finding the page's
+            encoding as browsers find it (``ragsync.encoding.decode_html``).
         url: the URL that answered.
         headers: the response headers (lowercase names), for ``X-Robots-Tag``.
         agent: ragsync's robots product token.
@@ -120,14 +120,9 @@ def page_links(
     for name, value in (headers or {}).items():
         if name.lower() == "x-robots-tag":
             directives |= robots_directives(value, agent)
-    declared, in_page = declared_charsets(body, content_type)
-    try:
-        text = body.decode(declared or in_page or "utf-8", "replace")
-    except LookupError:  # an unknown charset name
-        text = body.decode("utf-8", "replace")
     reader = _Reader(agent)
     try:
-        reader.feed(text)
+        reader.feed(decode_html(body, content_type).text)
         reader.close()
     except AssertionError:  # html.parser's rare internal asserts on broken markup
         pass

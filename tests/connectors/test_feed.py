@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -255,3 +256,26 @@ def test_a_feed_behind_a_redirect_resolves_against_where_it_was_fetched(make_syn
         assert document["canonical_url"] == f"{site.base_url}/blog/posts/0"
     finally:
         site.stop()
+
+
+def test_a_feed_is_read_in_the_charset_its_response_names(make_syncer):
+    """RFC 7303 §3: the ``Content-Type`` charset names the encoding of a feed that has no
+    byte-order mark (over HTTP, feedparser never sees it unless it is passed on); ① is in
+    Shift_JIS as browsers read it, not in Python's shift_jis."""
+    paths = ["/東京/①.html", "/東京/②.html"]
+    site = DevSite({quote(p): page(p, {"Body": [sentences(f"tokyo {p}")]}) for p in paths})
+    base = site.start()
+    body = feed_xml(base, paths).decode().replace('<?xml version="1.0"?>', "")
+    site.fault = lambda path, headers: (
+        (200, {"Content-Type": "application/rss+xml; charset=Shift_JIS"}, body.encode("cp932"))
+        if path == "/feed.xml"
+        else None
+    )
+    try:
+        syncer = make_syncer(site, "/feed.xml", kind="feed")
+        result = syncer.run()
+        indexed = {d["canonical_url"] for d in syncer.state.documents.list()}
+    finally:
+        site.stop()
+    assert result.ok and result.counters.documents_created == 2
+    assert indexed == {base + quote(p) for p in paths}

@@ -160,3 +160,44 @@ def test_text_sitemap():
 def test_unreachable_sitemap_is_a_warning_not_a_crash():
     found, outcome = discover("http://127.0.0.1:9/sitemap.xml")
     assert found == [] and "127.0.0.1:9/sitemap.xml" in outcome.errors[0]
+
+
+def test_a_sitemap_is_read_in_the_charset_its_response_names():
+    """RFC 7303 §3: the ``Content-Type`` charset names the encoding of a sitemap that has no
+    byte-order mark; over HTTP, the parser never sees it, so the connector passes it on."""
+    site = DevSite(robots=None)
+    base = site.start()
+    urls = [f"{base}/北京/{name}.html" for name in ("天气", "镕")]
+    xml = "".join(f"<url><loc>{url}</loc></url>" for url in urls)
+    body = f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{xml}</urlset>'
+    site.fault = lambda path, headers: (
+        (200, {"Content-Type": "application/xml; charset=gb2312"}, body.encode("gb18030"))
+        if path == "/sitemap.xml"
+        else None
+    )
+    try:
+        found, outcome = discover(base + "/sitemap.xml")
+    finally:
+        site.stop()
+    assert [c.url for c in found] == urls and outcome.errors == []
+
+
+def test_a_sitemap_its_encoding_does_not_decode_is_listed_but_incomplete():
+    """A URL read from bytes its encoding cannot decode may be misread: the listing is no
+    evidence that a page is gone (README "Deletion safety")."""
+    site = DevSite(robots=None)
+    base = site.start()
+    body = (
+        f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>{base}/a</loc>'
+        f"</url><url><loc>{base}/caf\xe9</loc></url></urlset>"
+    ).encode("latin-1")  # no declaration, no charset: UTF-8, which é in Latin-1 is not
+    site.fault = lambda path, headers: (
+        (200, {"Content-Type": "application/xml"}, body) if path == "/sitemap.xml" else None
+    )
+    try:
+        found, outcome = discover(base + "/sitemap.xml")
+    finally:
+        site.stop()
+    assert [c.url for c in found] == [f"{base}/a", f"{base}/café"]
+    doubt = "the text is in doubt: its bytes are not UTF-8 (read as windows-1252)"
+    assert set(outcome.errors) == {f"sitemap {base}/sitemap.xml: {doubt}"}

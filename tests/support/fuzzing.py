@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 from lxml import etree
 
 from ragsync.config import Config
+from ragsync.encoding import decode_xml, utf8_xml
 from ragsync.scope import hostname
 from ragsync.state import StateDB
 from ragsync.sync import Syncer
@@ -419,9 +420,11 @@ _STRICT_XML = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=
 
 def sitemap_verdict(body: bytes) -> str:
     """``"whole"`` or ``"broken"``: whether a sitemap body can be read whole, judged
-    independently of ``ragsync.connectors.sitemap`` (zlib for the gzip layer, every member; a strict
-    lxml parse for XML; a text sitemap is whole when a line is an http(s) URL). A listing of
-    a broken document must say it is incomplete; a listing of a whole one must not."""
+    independently of ``ragsync.connectors.sitemap`` (zlib for the gzip layer, every member; the
+    documented decoding, ``ragsync.encoding.decode_xml``, whose text must not be in doubt; a
+    strict lxml parse for XML; a text sitemap is whole when a line is an http(s) URL). A
+    listing of a broken document must say it is incomplete; a listing of a whole one must
+    not."""
     if body[:2] == b"\x1f\x8b":
         unpacked = bytearray()
         rest = body
@@ -435,14 +438,17 @@ def sitemap_verdict(body: bytes) -> str:
                 return "broken"
             rest = inflater.unused_data
         body = bytes(unpacked)
-    if b"<!ENTITY" in body[:65536].upper():
+    decoded = decode_xml(body)
+    if decoded.doubt:
+        return "broken"  # listed, but a URL in it may be misread
+    if "<!ENTITY" in decoded.text[:65536].upper():
         return "broken"  # refused as hostile, by design
-    if not body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
-        lines = body.decode("utf-8", "replace").splitlines()
+    if not decoded.text.lstrip(" \t\r\n").startswith("<"):
+        lines = decoded.text.splitlines()
         urls = [line for line in lines if line.strip().startswith(("http://", "https://"))]
         return "whole" if urls else "broken"
     try:
-        root = etree.fromstring(body, _STRICT_XML)
+        root = etree.fromstring(utf8_xml(decoded.text), _STRICT_XML)
     except etree.XMLSyntaxError:
         return "broken"
     return "whole" if etree.QName(root).localname in ("urlset", "sitemapindex") else "broken"
