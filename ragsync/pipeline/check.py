@@ -79,7 +79,10 @@ def identity(source: SourceConfig, response: Response) -> tuple[str, str | None]
 def refresh_target(response: Response) -> str | None:
     """Where a 200 HTML page sends its reader at once with ``<meta http-equiv="refresh">``:
     a redirect stub, whatever its text says (README "Deletion safety")."""
-    return meta_refresh(response.body, response.url) if html_page(response) else None
+    if not html_page(response):
+        return None
+    content_type = response.headers.get("content-type", "")
+    return meta_refresh(response.body, response.url, content_type=content_type)
 
 
 def html_page(response: Response) -> bool:
