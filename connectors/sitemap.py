@@ -22,7 +22,6 @@ import zlib
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from io import BytesIO
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -147,16 +146,69 @@ def _child_text(element: Any, name: str) -> str | None:
     return str(child.text.strip())
 
 
-def parse_xml_sitemap(xml: bytes) -> SitemapDocument:
-    """A ``<urlset>`` or ``<sitemapindex>``, entry by entry (see :func:`parse_sitemap`)."""
+_PIECE = 65536  # bytes fed to the XML parser at a time
+_FINE_PIECE = 64  # … within the piece where the XML broke off, read again
+
+
+class _BrokenOff(Exception):
+    """The XML broke off in the piece fed from byte ``at``."""
+
+    def __init__(self, at: int, error: Exception):
+        self.at, self.error = at, error
+        super().__init__(str(error))
+
+
+def _xml_events(xml: bytes, *, fine_from: int | None = None) -> Iterator[tuple[str, Any]]:
+    """``(event, element)`` of ``xml`` fed to a pull parser a piece at a time (``_FINE_PIECE``
+    bytes from ``fine_from`` on). Only the events of pieces that parsed are yielded: after an
+    error libxml2 closes the open elements itself, so an entry cut short would read as whole.
+
+    Raises:
+        _BrokenOff: the XML is not well-formed; its ``at`` is where the failing piece began.
+    """
     from lxml import etree  # here: a run that reads no sitemap does not load lxml
+
+    parser = etree.XMLPullParser(events=("start", "end"), **_SAFE_XML)
+    at = 0
+    try:
+        while at < len(xml):
+            if fine_from is None:
+                end = at + _PIECE
+            elif at < fine_from:
+                end = min(at + _PIECE, fine_from)
+            else:
+                end = at + _FINE_PIECE
+            parser.feed(xml[at:end])
+            yield from parser.read_events()
+            at = end
+        parser.close()
+    except etree.XMLSyntaxError as exc:
+        raise _BrokenOff(at, exc) from exc
+    yield from parser.read_events()
+
+
+def parse_xml_sitemap(xml: bytes) -> SitemapDocument:
+    """A ``<urlset>`` or ``<sitemapindex>``, entry by entry (see :func:`parse_sitemap`).
+
+    When the XML breaks off, the piece where it did is read again in small pieces, so that
+    the entries complete before the break are kept (and nothing after it)."""
+    try:
+        return _read_xml_sitemap(xml)
+    except _BrokenOff as broken:
+        return _read_xml_sitemap(xml, fine_from=broken.at)
+
+
+def _read_xml_sitemap(xml: bytes, *, fine_from: int | None = None) -> SitemapDocument:
+    """:func:`parse_xml_sitemap` with one reading (``fine_from``: see :func:`_xml_events`);
+    without ``fine_from``, a break is raised (:class:`_BrokenOff`) to be read again."""
+    from lxml import etree
 
     pages: list[tuple[str, str | None]] = []
     children: list[str] = []
     root = None
     kind = ""
     try:
-        for event, element in etree.iterparse(BytesIO(xml), events=("start", "end"), **_SAFE_XML):
+        for event, element in _xml_events(xml, fine_from=fine_from):
             if root is None:
                 root = element
                 kind = etree.QName(root).localname
@@ -174,14 +226,16 @@ def parse_xml_sitemap(xml: bytes) -> SitemapDocument:
             element.clear()  # a 50 MB sitemap is read in constant memory
             while element.getprevious() is not None:
                 del root[0]
-    except etree.XMLSyntaxError as exc:
+    except _BrokenOff as broken:
+        if fine_from is None:
+            raise
         if root is None:
-            raise ValueError(f"invalid sitemap XML: {exc}") from exc
+            raise ValueError(f"invalid sitemap XML: {broken.error}") from broken.error
         kept = len(pages) + len(children)
         return SitemapDocument(
             tuple(pages),
             tuple(children),
-            partial=f"XML breaks off after {kept} complete entries (kept): {exc}",
+            partial=f"XML breaks off after {kept} complete entries (kept): {broken.error}",
         )
     if root is None:
         raise ValueError("empty sitemap document")
