@@ -1,7 +1,9 @@
-"""Pure scheduling decisions: when a source is due, and each page's adaptive revisit interval."""
+"""Pure scheduling decisions: when a source is due, each page's adaptive revisit interval, and
+when each page is next asked in full."""
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timedelta
 
 from cronsim import CronSim, CronSimError
@@ -63,3 +65,29 @@ def next_interval(
         base = previous * (CHANGED_FACTOR if changed else UNCHANGED_FACTOR)
     base = min(max_interval, max(min_interval, base))
     return base * (1 - JITTER + 2 * JITTER * draw)
+
+
+def refetch_at(doc_key: str, after: float, *, interval: float) -> float:
+    """When a page last answered in full at ``after`` (Unix time) is next asked without its
+    validators: the first time past ``after`` at the page's own point of every ``interval``.
+
+    That point is set by the record key's hash, so the pages of a source indexed in one run are
+    asked in full spread over the interval, not all in the run a whole interval later; and a
+    page is asked in full at least once per interval (README "Validators that lie").
+
+    Example::
+
+        >>> week = 7 * 86400.0
+        >>> at = refetch_at("docs:https://a.example/x", 0.0, interval=week)
+        >>> 0.0 < at <= week
+        True
+        >>> refetch_at("docs:https://a.example/x", at, interval=week) == at + week
+        True
+        >>> refetch_at("docs:https://a.example/x", at - 1, interval=week) == at
+        True
+    """
+    digest = hashlib.sha256(doc_key.encode()).digest()
+    phase = int.from_bytes(digest[:8], "big") / 2**64 * interval
+    wait = (phase - after) % interval
+    # At the point itself (within float rounding), the next one: never "due again at once".
+    return after + (wait if wait > 1e-3 else wait + interval)

@@ -374,6 +374,19 @@ def _m019_alias_validators(db: Any) -> None:
     db.table("aliases").create_index(["doc_key"])
 
 
+def _m020_refetch(db: Any) -> None:
+    # When each page is next asked in full, whatever its validators say
+    # (README "Validators that lie"). NULL (a page stored before): set at its next check.
+    db.table("documents").add_column("refetch_at", str)
+    # Per host: pages caught changing under the validators they had, since its validators were
+    # last shown right (the last one's URL and time), and since when they are distrusted.
+    hosts = db.table("hosts")
+    hosts.add_column("validator_lies", int)
+    hosts.add_column("validator_lie_url", str)
+    hosts.add_column("validator_lie_at", str)
+    hosts.add_column("validators_distrusted_at", str)
+
+
 MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("001_initial", _m001_initial),
     ("002_failures_and_deletion", _m002_failures_and_deletion),
@@ -394,4 +407,5 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("017_attempt_lastmod", _m017_attempt_lastmod),
     ("018_crawl_entries", _m018_crawl_entries),
     ("019_alias_validators", _m019_alias_validators),
+    ("020_refetch", _m020_refetch),
 )
