@@ -69,25 +69,26 @@ def next_interval(
 
 def refetch_at(doc_key: str, after: float, *, interval: float) -> float:
     """When a page last answered in full at ``after`` (Unix time) is next asked without its
-    validators: the first time past ``after`` at the page's own point of every ``interval``.
-
-    That point is set by the record key's hash, so the pages of a source indexed in one run are
-    asked in full spread over the interval, not all in the run a whole interval later; and a
-    page is asked in full at least once per interval (README "Validators that lie").
+    validators: past half an ``interval`` from then, at the first of the page's own points,
+    one every half interval, set by the record key's hash. So a page is asked in full at least
+    once per interval and never within half of one of its last full answer; the pages of a
+    source indexed in one run are asked in full spread over the second half of the interval,
+    not all in the run an interval later; and a page asked at its point is next asked an
+    interval later (README "Validators that lie").
 
     Example::
 
         >>> week = 7 * 86400.0
         >>> at = refetch_at("docs:https://a.example/x", 0.0, interval=week)
-        >>> 0.0 < at <= week
+        >>> week / 2 < at <= week
         True
-        >>> refetch_at("docs:https://a.example/x", at, interval=week) == at + week
-        True
-        >>> refetch_at("docs:https://a.example/x", at - 1, interval=week) == at
+        >>> refetch_at("docs:https://a.example/x", at + 3600, interval=week) == at + week
         True
     """
+    half = interval / 2
     digest = hashlib.sha256(doc_key.encode()).digest()
-    phase = int.from_bytes(digest[:8], "big") / 2**64 * interval
-    wait = (phase - after) % interval
-    # At the point itself (within float rounding), the next one: never "due again at once".
-    return after + (wait if wait > 1e-3 else wait + interval)
+    phase = int.from_bytes(digest[:8], "big") / 2**64 * half
+    earliest = after + half
+    wait = (phase - earliest) % half
+    # At a point itself (within float rounding), the next one.
+    return earliest + (wait if wait > 1e-3 else wait + half)

@@ -41,9 +41,9 @@ def revisit(
     engine: Engine, source: SourceConfig, page: Page, *, changed: bool, fetched: bool = False
 ) -> dict[str, Any]:
     """When to check this page again: sooner after a change, later after none; and when to ask
-    it in full, whatever its validators say: one ``refetch_interval`` on from its last full
-    answer (``fetched``: this check's), at its own point of the interval. Its next check comes
-    no later than that (README "Validators that lie")."""
+    it in full, whatever its validators say: within one ``refetch_interval`` of its last full
+    answer (``fetched``: this check's), at its own point (:func:`ragsync.schedule.refetch_at`).
+    Its next check comes no later than that (README "Validators that lie")."""
     previous = page.document["check_interval"] if page.document else None
     interval = revisit_interval(engine, source, previous, changed=changed)
     moment = engine.clock()
