@@ -18,6 +18,7 @@ import logging
 from collections.abc import Iterator, Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeGuard
 
 from ragsync.config import SourceConfig
 from ragsync.discovery import DiscoveryContext
@@ -43,7 +44,7 @@ Found = Iterator[Candidate | Checkpoint]
 WINDOW_PAGES = 64  # pages fetched, then embedded and committed together
 
 
-def live(document: Document | None) -> bool:
+def live(document: Document | None) -> TypeGuard[Document]:
     """Whether a stored record holds content (active or suspected missing)."""
     return document is not None and document["status"] != DocumentStatus.TOMBSTONED
 
@@ -69,7 +70,6 @@ def refetch_due(
         False
     """
     if live(document):
-        assert document is not None
         if not (document["etag"] or document["last_modified"]):
             return False
         refetch_at = document.get("refetch_at")
@@ -87,7 +87,6 @@ def disputed(outcome: Outcome) -> bool:
         and outcome.moved_to is None
         and page.asked is None
         and live(document)
-        and document is not None
         and document["lastmod_hint"] is not None
         and lastmod_moved(page.candidate, document["lastmod_hint"])
     )
@@ -99,7 +98,7 @@ def kept_validators(outcome: Outcome) -> bool | None:
     document, response = outcome.page.document, outcome.exchange.response
     if not isinstance(outcome, Changed) or outcome.moved_to or response is None:
         return None
-    if document is None or not live(document):
+    if not live(document):
         return None
     stored = (document["etag"], document["last_modified"])
     return validators_kept(stored, (response.etag, response.last_modified))
