@@ -19,7 +19,7 @@ import click
 
 from ragsync import __version__
 from ragsync.errors import ConfigError, RagsyncError
-from ragsync.render import print_plan, print_report, print_status, render_hit
+from ragsync.render import print_plan, print_report, print_status, print_verify, render_hit
 from ragsync.runlock import RunLocked
 
 CONFIG_OPTION = click.option(
@@ -130,6 +130,7 @@ def init(path: str, force: bool, url: str | None) -> None:
     help="Everything now: sources and pages not yet due, and pages held back (retry not "
     "due, dead letter, needs attention).",
 )
+@click.option("--refetch", is_flag=True, help="As --all, each page asked in full (no validators).")
 @click.option("--source", "source_id", help="Only this source id.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON on stdout.")
 @click.option("--watch", is_flag=True, help="Stay up: run whatever falls due, until stopped.")
@@ -142,6 +143,7 @@ def init(path: str, force: bool, url: str | None) -> None:
 def run(
     config_path: str,
     revalidate_all: bool,
+    refetch: bool,
     source_id: str | None,
     as_json: bool,
     watch: bool,
@@ -150,6 +152,8 @@ def run(
     """One sync pass over what is due (then exit), or --watch to keep going."""
     from ragsync.sync import Syncer
 
+    if watch and refetch:
+        raise click.BadParameter("--refetch is one pass: not with --watch", param_hint="--refetch")
     if watch:
         import signal
         import threading
@@ -171,7 +175,9 @@ def run(
 
     _with_progress(
         config_path,
-        lambda syncer: syncer.run(source=source_id, revalidate_all=revalidate_all, wait=wait),
+        lambda syncer: syncer.run(
+            source=source_id, revalidate_all=revalidate_all, wait=wait, refetch=refetch
+        ),
         as_json=as_json,
     )
 
@@ -281,14 +287,17 @@ def status(config_path: str, as_json: bool) -> None:
 @CONFIG_OPTION
 @click.option("--source", "source_id", help="Only this source id.")
 @click.option("--all", "revalidate_all", is_flag=True, help="As `run --all` would.")
+@click.option("--refetch", is_flag=True, help="As `run --refetch` would.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @_errors_to_exit_codes
-def plan(config_path: str, source_id: str | None, revalidate_all: bool, as_json: bool) -> None:
+def plan(
+    config_path: str, source_id: str | None, revalidate_all: bool, refetch: bool, as_json: bool
+) -> None:
     """What `run` would fetch, embed, upsert and delete — writing nothing."""
     from ragsync.sync import Syncer
 
     with Syncer.from_config(config_path) as syncer:
-        report = syncer.plan(source=source_id, revalidate_all=revalidate_all)
+        report = syncer.plan(source=source_id, revalidate_all=revalidate_all, refetch=refetch)
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
@@ -399,21 +408,7 @@ def verify(config_path: str, repair: bool, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
-        click.echo(f"points expected {report.points_expected}, in store {report.points_in_store}")
-        for name in ("missing", "orphans", "drift", "sparse_drift"):
-            ids = getattr(report, name)
-            click.echo(f"{name}: {len(ids)}" + (f" (e.g. {', '.join(ids[:3])})" if ids else ""))
-        click.echo(f"pending journal operations: {report.pending_journal}")
-        if report.repaired:
-            click.echo("repaired: the store now matches the state DB")
-        elif (
-            not report.clean
-            and report.pending_journal
-            and not (report.missing or report.orphans or report.drift or report.sparse_drift)
-        ):
-            click.echo("the next `ragsync run` applies the pending operations (or verify --repair)")
-        elif not report.clean:
-            click.echo("run `ragsync verify --repair` to fix")
+        print_verify(report)
     sys.exit(0 if report.clean or report.repaired else 1)
 
 
@@ -439,15 +434,18 @@ def serve(config_path: str, listen: str | None) -> None:
 @CONFIG_OPTION
 @click.argument("urls", nargs=-1, required=True)
 @click.option("--source", "source_id", help="The source these URLs belong to.")
+@click.option("--refetch", is_flag=True, help="Ask each URL in full, whatever its validators say.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON.")
 @_errors_to_exit_codes
-def resync(config_path: str, urls: tuple[str, ...], source_id: str | None, as_json: bool) -> None:
+def resync(
+    config_path: str, urls: tuple[str, ...], source_id: str | None, refetch: bool, as_json: bool
+) -> None:
     """Re-sync these URLs now (the path webhooks take), whatever the schedule says."""
     from ragsync.sync import Syncer
 
     with Syncer.from_config(config_path) as syncer:
         try:
-            result = syncer.resync(list(urls), source=source_id)
+            result = syncer.resync(list(urls), source=source_id, refetch=refetch)
         except ValueError as exc:
             click.echo(f"ragsync: {exc}", err=True)
             sys.exit(2)

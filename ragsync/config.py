@@ -254,6 +254,9 @@ class SourceConfig:
     cron: str | None = None  # … or a cron expression instead
     min_interval: float | None = duration(None)  # = every
     max_interval: float = duration("24h")  # adaptive per-page revisit bounds
+    # Each page is asked in full (no validators) at least this often, whatever its validators
+    # say: a server that answers 304 to everything is caught (README "Validators that lie").
+    refetch_interval: float = duration("7d", positive=True)
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     strip_params: tuple[str, ...] = ()  # extra query parameters (globs) left out of identity

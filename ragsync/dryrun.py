@@ -23,7 +23,11 @@ from ragsync.runlock import RunLock
 
 
 def dry_run(
-    engine: Engine, sources: list[SourceConfig], *, revalidate_all: bool = False
+    engine: Engine,
+    sources: list[SourceConfig],
+    *,
+    revalidate_all: bool = False,
+    refetch: bool = False,
 ) -> dict[str, Any]:
     """What a pass would do now; see :meth:`ragsync.sync.Syncer.plan`."""
     counting = CountingEmbedder(engine.embedder)
@@ -41,7 +45,13 @@ def dry_run(
         try:
             lock = RunLock(copy)
             with lock.held(wait=False):
-                result = run_pass(dry, sources, owner=lock.owner, revalidate_all=revalidate_all)
+                result = run_pass(
+                    dry,
+                    sources,
+                    owner=lock.owner,
+                    revalidate_all=revalidate_all,
+                    refetch=refetch,
+                )
             documents = [
                 {
                     "url": change.url,

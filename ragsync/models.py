@@ -355,6 +355,11 @@ class Counters:
     not_text: int = 0  # crawled links to files (JSON, images) never indexed: skipped, no failure
     events_delivered: int = 0
     pages_queued: int = 0  # workers: due pages put on the shared work queue
+    # Pages asked in full without the validators they have: refetch due, host distrusted, a
+    # disagreement settled, or asked for (README "Validators that lie").
+    refetches: int = 0
+    validator_disagreements: int = 0  # 304s while the listing's lastmod moved
+    validator_lies: int = 0  # … settled: the page had changed under the validators it had
 
     def add(self, other: Counters) -> None:
         for name, value in vars(other).items():

@@ -54,6 +54,43 @@ def classify(status: int, content_type: str, body: bytes) -> tuple[Verdict, str]
     return Verdict.CONTENT, ""
 
 
+DISTRUST_AFTER = 3  # pages of a host caught changing under their validators: then distrusted
+
+
+def validators_kept(
+    stored: tuple[str | None, str | None], answered: tuple[str | None, str | None]
+) -> bool | None:
+    """Whether a full answer ``(etag, last_modified)`` still carries the validators a page was
+    stored with, ``stored``: then a conditional request with them would have been answered
+    304. The ETag decides when one was stored (If-None-Match, compared weakly, takes precedence
+    over If-Modified-Since: RFC 9110 §13.1.2, §13.2.2), else Last-Modified (304 while the
+    answer's is not later: §13.1.3). None when there is nothing to compare.
+
+    Example::
+
+        >>> validators_kept(('"v1"', None), ('W/"v1"', None))
+        True
+        >>> validators_kept(('"v1"', None), ('"v2"', None))
+        False
+        >>> ten, eleven = "Mon, 30 Nov 2026 10:00:00 GMT", "Mon, 30 Nov 2026 11:00:00 GMT"
+        >>> validators_kept((None, ten), (None, ten)), validators_kept((None, ten), (None, eleven))
+        (True, False)
+        >>> validators_kept((None, None), ('"v1"', None)) is None
+        True
+    """
+    etag, last_modified = stored
+    if etag:
+        if answered[0] is None:
+            return None
+        return answered[0].removeprefix("W/") == etag.removeprefix("W/")
+    if last_modified and answered[1]:
+        try:
+            return parsedate_to_datetime(answered[1]) <= parsedate_to_datetime(last_modified)
+        except (TypeError, ValueError):  # not an HTTP-date, or one without a zone
+            return answered[1] == last_modified
+    return None
+
+
 def raw_hash(body: bytes) -> str:
     """sha256 of the raw body: the cheap shortcut before extraction."""
     return hashlib.sha256(body).hexdigest()

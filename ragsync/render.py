@@ -1,15 +1,18 @@
-"""What `ragsync run`, `plan` and `status` print for people (``--json`` prints the report as
-it is)."""
+"""What `ragsync run`, `plan`, `status` and `verify` print for people (``--json`` prints the
+report as it is)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ragsync.clock import parse_iso
 from ragsync.models import Hit
+
+if TYPE_CHECKING:
+    from ragsync.verify import VerifyReport
 
 SECONDS_SHOWN = timedelta(minutes=10)  # a moment closer than this is named to the second
 
@@ -165,6 +168,18 @@ def print_status(report: dict[str, Any], *, table: bool = False) -> None:
         click.echo(f"workers: {report['work_queue']} pages queued; leases: {held or 'none'}")
     for host, until in report["host_pauses"].items():
         click.echo(f"host {host} paused until {until} (Retry-After / rate limit)")
+    for host in report.get("host_validators", []):
+        caught = (
+            f"{host['lies']} page(s) changed under the validators they answered 304 to "
+            f"(the last: {host['last_lie_url']} at {host['last_lie_at']})"
+        )
+        if host["distrusted_since"]:
+            click.echo(
+                f"host {host['host']}: validators distrusted since {host['distrusted_since']}, "
+                f"{caught}: its pages are asked in full until one changes with new validators"
+            )
+        else:
+            click.echo(f"host {host['host']}: {caught}; distrusted at {host['distrust_after']}")
     if table:
         status_table(report)
     for source_id, s in report["sources"].items():
@@ -267,6 +282,26 @@ def status_table(report: dict[str, Any]) -> None:
             s["oldest_check"] or "—",
         )
     Console().print(table)
+
+
+def print_verify(report: VerifyReport) -> None:
+    """What `verify` found: the points expected and in the store, each kind of drift (with a
+    few point ids), pending journal operations, and what to do about them."""
+    click.echo(f"points expected {report.points_expected}, in store {report.points_in_store}")
+    for name in ("missing", "orphans", "drift", "sparse_drift"):
+        ids = getattr(report, name)
+        click.echo(f"{name}: {len(ids)}" + (f" (e.g. {', '.join(ids[:3])})" if ids else ""))
+    click.echo(f"pending journal operations: {report.pending_journal}")
+    if report.repaired:
+        click.echo("repaired: the store now matches the state DB")
+    elif (
+        not report.clean
+        and report.pending_journal
+        and not (report.missing or report.orphans or report.drift or report.sparse_drift)
+    ):
+        click.echo("the next `ragsync run` applies the pending operations (or verify --repair)")
+    elif not report.clean:
+        click.echo("run `ragsync verify --repair` to fix")
 
 
 def render_hit(rank: int, hit: Hit) -> str:

@@ -1,7 +1,9 @@
-"""Pure scheduling decisions: when a source is due, and each page's adaptive revisit interval."""
+"""Pure scheduling decisions: when a source is due, each page's adaptive revisit interval, and
+when each page is next asked in full."""
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timedelta
 
 from cronsim import CronSim, CronSimError
@@ -63,3 +65,30 @@ def next_interval(
         base = previous * (CHANGED_FACTOR if changed else UNCHANGED_FACTOR)
     base = min(max_interval, max(min_interval, base))
     return base * (1 - JITTER + 2 * JITTER * draw)
+
+
+def refetch_at(doc_key: str, after: float, *, interval: float) -> float:
+    """When a page last answered in full at ``after`` (Unix time) is next asked without its
+    validators: past half an ``interval`` from then, at the first of the page's own points,
+    one every half interval, set by the record key's hash. So a page is asked in full at least
+    once per interval and never within half of one of its last full answer; the pages of a
+    source indexed in one run are asked in full spread over the second half of the interval,
+    not all in the run an interval later; and a page asked at its point is next asked an
+    interval later (README "Validators that lie").
+
+    Example::
+
+        >>> week = 7 * 86400.0
+        >>> at = refetch_at("docs:https://a.example/x", 0.0, interval=week)
+        >>> week / 2 < at <= week
+        True
+        >>> refetch_at("docs:https://a.example/x", at + 3600, interval=week) == at + week
+        True
+    """
+    half = interval / 2
+    digest = hashlib.sha256(doc_key.encode()).digest()
+    phase = int.from_bytes(digest[:8], "big") / 2**64 * half
+    earliest = after + half
+    wait = (phase - earliest) % half
+    # At a point itself (within float rounding), the next one.
+    return earliest + (wait if wait > 1e-3 else wait + half)

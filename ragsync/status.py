@@ -1,5 +1,5 @@
 """`ragsync status`: what the state DB says of each source, the last run, the journal, the run
-lock, workers' queue and leases, and host pauses."""
+lock, workers' queue and leases, host pauses and hosts whose validators are distrusted."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ragsync.config import SourceConfig
 from ragsync.errors import StoreError
 from ragsync.models import AttemptState, DocumentStatus
 from ragsync.pipeline.context import Engine
-from ragsync.policy import coverage_gaps, earliest_tombstone
+from ragsync.policy import DISTRUST_AFTER, coverage_gaps, earliest_tombstone
 
 
 def lag(engine: Engine, source_id: str) -> float:
@@ -146,4 +146,9 @@ def status(engine: Engine, *, count_points: bool = True) -> dict[str, Any]:
         "host_pauses": {
             host: iso(until) for host, until in state.hosts.list_pauses().items() if until > now
         },
+        # Hosts with pages caught changing under the validators they answered 304 to; at
+        # `distrust_after`, their validators are distrusted (README "Validators that lie").
+        "host_validators": [
+            {**row, "distrust_after": DISTRUST_AFTER} for row in state.hosts.list_validators()
+        ],
     }

@@ -127,6 +127,7 @@ class Syncer:
         revalidate_all: bool = False,
         targeted_only: bool = False,
         wait: bool = False,
+        refetch: bool = False,
     ) -> SyncResult:
         """One sync pass: replay the journal, then revalidate every source's pages.
 
@@ -137,6 +138,9 @@ class Syncer:
             targeted_only: only drain the targeted queue (webhooks, `resync`).
             wait: when another process holds the state (a pass, or workers), wait for it
                 instead of raising ``RunLocked``.
+            refetch: as ``revalidate_all``, and every page is asked in full, whatever its
+                validators say (README "Validators that lie"); unchanged text is not
+                embedded again.
 
         Returns:
             The run report; ``ok`` is False when some page or discovery step failed.
@@ -152,15 +156,22 @@ class Syncer:
                 owner=self.run_lock.owner,
                 revalidate_all=revalidate_all,
                 targeted_only=targeted_only,
+                refetch=refetch,
             )
 
-    async def arun(self, *, source: str | None = None, revalidate_all: bool = False) -> SyncResult:
+    async def arun(
+        self, *, source: str | None = None, revalidate_all: bool = False, refetch: bool = False
+    ) -> SyncResult:
         """:meth:`run` in a worker thread, so an asyncio app's event loop never blocks."""
         import asyncio  # only for the async API: a plain run does without it
 
-        return await asyncio.to_thread(self.run, source=source, revalidate_all=revalidate_all)
+        return await asyncio.to_thread(
+            self.run, source=source, revalidate_all=revalidate_all, refetch=refetch
+        )
 
-    def plan(self, *, source: str | None = None, revalidate_all: bool = False) -> dict[str, Any]:
+    def plan(
+        self, *, source: str | None = None, revalidate_all: bool = False, refetch: bool = False
+    ) -> dict[str, Any]:
         """What :meth:`run` would do now, without writing anything (a dry run).
 
         The real sync path runs against a throwaway copy of the state DB, a store that keeps
@@ -176,7 +187,9 @@ class Syncer:
             plan = syncer.plan()
             print(plan["embedding"]["texts"], "texts would be embedded")
         """
-        return dry_run(self.engine, self._sources(source), revalidate_all=revalidate_all)
+        return dry_run(
+            self.engine, self._sources(source), revalidate_all=revalidate_all, refetch=refetch
+        )
 
     def due_now(self) -> bool:
         """Whether a pass would do anything now (targeted work, a due source or page)."""
@@ -206,23 +219,32 @@ class Syncer:
             stop.wait(wait)
 
     def resync(
-        self, urls: Sequence[str], *, source: str | None = None, wait: bool = False
+        self,
+        urls: Sequence[str],
+        *,
+        source: str | None = None,
+        wait: bool = False,
+        refetch: bool = False,
     ) -> SyncResult:
-        """Re-sync these URLs now, through the same queue the webhook receiver fills.
+        """Re-sync these URLs now, through the same queue the webhook receiver fills; with
+        ``refetch``, each is asked in full, whatever its validators say (README "Validators
+        that lie").
 
         Raises:
             ValueError: a URL lies outside every source's scope (or ``source``'s).
             RunLocked: another process holds the state (the URLs stay queued for its next
                 pass) and ``wait`` is False.
         """
-        queue_urls(self.engine, urls, source=source)
+        queue_urls(self.engine, urls, source=source, refetch=refetch)
         return self.run(targeted_only=True, wait=wait)
 
-    async def aresync(self, urls: Sequence[str], *, source: str | None = None) -> SyncResult:
+    async def aresync(
+        self, urls: Sequence[str], *, source: str | None = None, refetch: bool = False
+    ) -> SyncResult:
         """:meth:`resync` in a worker thread (see :meth:`arun`)."""
         import asyncio
 
-        return await asyncio.to_thread(self.resync, urls, source=source)
+        return await asyncio.to_thread(self.resync, urls, source=source, refetch=refetch)
 
     def reindex(self, *, source: str | None = None, same_collection: bool = False) -> SyncResult:
         """Re-extract, re-chunk and re-embed from retained raw bodies (or, for pages whose body

@@ -49,12 +49,15 @@ kind = "urls"
 urls = ["https://example.org/a"]
 every = "15m"
 missing_grace = "2h"
+refetch_interval = "3d"
 """,
         )
     )
     source = config.sources[0]
     assert source.options.urls == ("https://example.org/a",)
     assert (source.every, source.missing_grace) == (900, 7200)
+    assert source.refetch_interval == 3 * 86400
+    assert load_config(write(tmp_path, MINIMAL)).sources[0].refetch_interval == 7 * 86400
 
 
 @pytest.mark.parametrize(
@@ -74,6 +77,11 @@ missing_grace = "2h"
         ),
         (MINIMAL.replace('"sitemap"', '"sitemp"'), "sources[0].kind", "unknown source kind"),
         (MINIMAL + '\n[fetch]\ntimeout = "soon"\n', "fetch.timeout", "not a duration"),
+        (
+            MINIMAL.replace('kind = "sitemap"', 'kind = "sitemap"\nrefetch_interval = "0s"'),
+            "sources[0].refetch_interval",
+            "more than 0",
+        ),
         (
             MINIMAL.replace('kind = "sitemap"', 'kind = "sitemap"\nevery = "often"'),
             "sources[0].every",

@@ -6,13 +6,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from ragsync.config import load_config
 from ragsync.errors import ConfigError
-from ragsync.schedule import next_interval, next_source_run
+from ragsync.schedule import next_interval, next_source_run, refetch_at
 from ragsync.sync import Syncer
 from ragsync.testing import DevSite
 from tests.support import make_config, page, sentences, sitemap_source
@@ -36,6 +37,25 @@ BOUNDS = {"initial": 3600, "min_interval": 600, "max_interval": 86400}
 def test_next_interval(previous, changed, draw, expected):
     got = next_interval(previous, changed=changed, draw=draw, **BOUNDS)
     assert got == pytest.approx(expected)
+
+
+def test_pages_indexed_together_are_asked_in_full_spread_over_the_interval():
+    week, start = 7 * 86400.0, datetime(2026, 11, 30, tzinfo=UTC).timestamp()
+    keys = [f"docs:https://docs.example.org/page-{i}" for i in range(1000)]
+    first = [refetch_at(key, start, interval=week) for key in keys]
+    # Never within half a week of the last full answer, at most a week after it …
+    assert all(start + week / 2 < at <= start + week for at in first)
+    # … and spread over that second half: a share on each day of it, none all at once.
+    per_day = Counter(int((at - start) // 86400) for at in first)
+    assert sorted(per_day) == [3, 4, 5, 6]  # from 3.5 days on
+    assert max(per_day.values()) < 350 and min(per_day.values()) > 100
+    for key, at in zip(keys, first, strict=True):
+        # Asked at its point (or an hour later): next at the same point a week on.
+        assert refetch_at(key, at, interval=week) == pytest.approx(at + week)
+        assert refetch_at(key, at + 3600, interval=week) == pytest.approx(at + week)
+        # A full answer at any other time (the page changed): the gap stays within bounds.
+        changed = at + 40_000
+        assert changed + week / 2 < refetch_at(key, changed, interval=week) <= changed + week
 
 
 def test_next_source_run_every_and_cron():

@@ -158,6 +158,29 @@ def test_host_pauses_persist(target, state):
     again.close()
 
 
+def test_a_host_is_distrusted_at_its_third_lie_until_shown_right(state):
+    host, other = "http://x.org", "http://y.org"
+    state.hosts.pause(other, 1.0, "HTTP 429", "t")  # a row already there for another reason
+    assert state.hosts.watched() == {}
+    assert state.hosts.caught_lie(host, "http://x.org/a", at="t1", distrust_after=3) == 1
+    assert state.hosts.caught_lie(other, "http://y.org/a", at="t1", distrust_after=3) == 1
+    assert state.hosts.watched() == {host: False, other: False}
+    state.hosts.caught_lie(host, "http://x.org/b", at="t2", distrust_after=3)
+    assert state.hosts.caught_lie(host, "http://x.org/c", at="t3", distrust_after=3) == 3
+    state.hosts.caught_lie(host, "http://x.org/d", at="t4", distrust_after=3)
+    assert state.hosts.watched() == {host: True, other: False}
+    assert state.hosts.list_validators()[0] == {
+        "host": host,
+        "lies": 4,
+        "last_lie_url": "http://x.org/d",
+        "last_lie_at": "t4",
+        "distrusted_since": "t3",  # when the third came, not moved on by the fourth
+    }
+    state.hosts.shown_right([host, "http://never-seen.org"])
+    assert state.hosts.watched() == {other: False}
+    assert state.hosts.list_pauses() == {other: 1.0}  # its pause untouched
+
+
 def test_embedding_cache_roundtrip(state):
     assert state.embeddings.missing(["a", "b"], "m") == {"a", "b"}
     state.embeddings.put("m", {"a": [0.5, -1.0, 2.0]}, "t")

@@ -198,7 +198,9 @@ class PageChecker:
                 return Skipped(page, why="disallowed")
             document = page.document
             etag = last_modified = None
-            if document and document["status"] != DocumentStatus.TOMBSTONED:
+            if page.refetch:  # whatever its validators say (README "Validators that lie")
+                log.debug("%s: asked in full", page.url)
+            elif document and document["status"] != DocumentStatus.TOMBSTONED:
                 # A page suspected missing keeps its content: its validators still name it.
                 etag, last_modified = document["etag"], document["last_modified"]
             elif page.validators is not None:  # no live record: the page's own (or its alias's)

@@ -153,7 +153,7 @@ def commit_one(
     elif isinstance(item, NotModified | Unchanged):
         fields = {
             "lastmod_hint": page.candidate.lastmod,
-            **revisit(engine, source, page, changed=False),
+            **revisit(engine, source, page, changed=False, fetched=isinstance(item, Unchanged)),
         }
         if isinstance(item, Unchanged):  # a 200 with the same content: new validators
             fields.update(validators(item))

@@ -199,9 +199,11 @@ class Engine:
 @dataclass(frozen=True)
 class Pass:
     """One pass over the sources: the engine, the fetcher every request of the pass goes
-    through, its event dispatcher and the run report the stages add to."""
+    through, its event dispatcher and the run report the stages add to; with ``refetch``,
+    every page it checks is asked in full (`run --refetch`)."""
 
     engine: Engine
     fetcher: PoliteFetcher
     result: SyncResult
     dispatcher: Dispatcher | None = None
+    refetch: bool = False

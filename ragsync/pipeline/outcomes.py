@@ -44,6 +44,9 @@ class Page:
             page read for its links only: it says noindex; a copy's URL asked again).
         asked: for an alias asked again conditionally, what makes it so (its validators are
             ``validators``; README "Identity").
+        refetch: asked in full, without the validators it has: its refetch is due, its host's
+            validators are distrusted, or a full answer was asked for (README "Validators that
+            lie").
     """
 
     doc_key: str
@@ -54,6 +57,7 @@ class Page:
     prunable: bool = False
     validators: tuple[str | None, str | None] | None = None
     asked: Asked | None = None
+    refetch: bool = False
 
     @property
     def copy_of(self) -> tuple[str, str] | None:

@@ -22,7 +22,7 @@ from ragsync.pipeline.context import Engine
 from ragsync.pipeline.outcomes import Changed, Document, Outcome, Page
 from ragsync.pipeline.vectors import term_counting
 from ragsync.policy import missing_step
-from ragsync.schedule import next_interval
+from ragsync.schedule import next_interval, refetch_at
 from ragsync.state import journal_op
 
 log = logging.getLogger("ragsync")
@@ -37,12 +37,27 @@ def with_evidence(
     return [*evidence, {"at": at, "status": status, "reason": reason}][-20:]
 
 
-def revisit(engine: Engine, source: SourceConfig, page: Page, *, changed: bool) -> dict[str, Any]:
-    """When to check this page again: sooner after a change, later after none."""
+def revisit(
+    engine: Engine, source: SourceConfig, page: Page, *, changed: bool, fetched: bool = False
+) -> dict[str, Any]:
+    """When to check this page again: sooner after a change, later after none; and when to ask
+    it in full, whatever its validators say: within one ``refetch_interval`` of its last full
+    answer (``fetched``: this check's), at its own point (:func:`ragsync.schedule.refetch_at`).
+    Its next check comes no later than that (README "Validators that lie")."""
     previous = page.document["check_interval"] if page.document else None
     interval = revisit_interval(engine, source, previous, changed=changed)
-    due = engine.clock() + timedelta(seconds=interval)
-    return {"check_interval": interval, "next_check_at": iso(due)}
+    moment = engine.clock()
+    due, now = iso(moment + timedelta(seconds=interval)), iso(moment)
+    # A record stored before refetch times were kept gets one from this check on.
+    refetch = page.document.get("refetch_at") if page.document and not fetched else None
+    refetch = refetch or iso(
+        refetch_at(page.doc_key, moment.timestamp(), interval=source.refetch_interval)
+    )
+    return {
+        "check_interval": interval,
+        "next_check_at": min(due, max(refetch, now)),
+        "refetch_at": refetch,
+    }
 
 
 def revisit_interval(
@@ -113,7 +128,7 @@ def commit_changed(
         "missing_evidence": None,
         "tombstoned_at": None,
         "tombstone_reason": None,
-        **revisit(engine, source, page, changed=True),
+        **revisit(engine, source, page, changed=True, fetched=outcome.exchange.requested),
     }
     model_id = engine.model_id
     base: dict[str, Any] = {"run_id": run_id, "doc_key": page.doc_key, "created_at": now}

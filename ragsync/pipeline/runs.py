@@ -164,12 +164,15 @@ def run_pass(
     owner: str,
     revalidate_all: bool = False,
     targeted_only: bool = False,
+    refetch: bool = False,
 ) -> SyncResult:
-    """One sync pass of a single process (the caller holds the run lock)."""
+    """One sync pass of a single process (the caller holds the run lock); with ``refetch``,
+    every page now, each asked in full (`run --refetch`)."""
     result = start_run(engine, owner=owner)
     plain, fetcher = local_fetcher(engine)
     dispatcher = engine.dispatcher()  # before any work: a bad secret fails fast
-    run = Pass(engine, fetcher, result, dispatcher)
+    run = Pass(engine, fetcher, result, dispatcher, refetch=refetch)
+    revalidate_all = revalidate_all or refetch
     try:
         replayed = Counters()
         replayed.journal_replayed = apply_journal(engine, replayed)

@@ -15,31 +15,94 @@ committed on the calling thread (README "Architecture").
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeGuard
 
 from ragsync.config import SourceConfig
 from ragsync.discovery import DiscoveryContext
 from ragsync.identity import canonical_record_key
-from ragsync.models import Candidate, Checkpoint, SourceOutcome, work_item
+from ragsync.models import Candidate, Checkpoint, DocumentStatus, SourceOutcome, work_item
 from ragsync.pipeline.check import PageChecker
 from ragsync.pipeline.commit import commit_outcomes
 from ragsync.pipeline.context import Pass
 from ragsync.pipeline.crawl import Crawl
 from ragsync.pipeline.duplicates import took_page
-from ragsync.pipeline.listing import SourceListing, WorkItem, guarded
+from ragsync.pipeline.listing import SourceListing, WorkItem, guarded, lastmod_moved
 from ragsync.pipeline.outages import Watch
-from ragsync.pipeline.outcomes import Moving, Page
+from ragsync.pipeline.outcomes import Changed, Document, Moving, NotModified, Outcome, Page
+from ragsync.policy import DISTRUST_AFTER, validators_kept
 from ragsync.protocols import Crawler
 from ragsync.registry import source_class
 from ragsync.scope import scope_of
+from ragsync.urls import host_of
 
 log = logging.getLogger("ragsync")
 
 Found = Iterator[Candidate | Checkpoint]
 """What a connector's ``discover`` yields."""
 WINDOW_PAGES = 64  # pages fetched, then embedded and committed together
+
+
+def live(document: Document | None) -> TypeGuard[Document]:
+    """Whether a stored record holds content (active or suspected missing)."""
+    return document is not None and document["status"] != DocumentStatus.TOMBSTONED
+
+
+def refetch_due(
+    document: Document | None,
+    validators: tuple[str | None, str | None] | None,
+    *,
+    wanted: bool,
+    now: str,
+) -> bool:
+    """Whether a page that has validators to send is asked in full without them: ``wanted``
+    (asked for, or its host's validators are distrusted), or its record's refetch time came
+    (README "Validators that lie"). A page without validators is asked in full anyway.
+
+        >>> row = {"status": "active", "etag": '"v1"', "last_modified": None,
+        ...        "refetch_at": "2026-12-07T00:00:00.000000Z"}
+        >>> refetch_due(row, None, wanted=False, now="2026-12-01T00:00:00.000000Z")
+        False
+        >>> refetch_due(row, None, wanted=False, now="2026-12-08T00:00:00.000000Z")
+        True
+        >>> refetch_due({**row, "etag": None}, None, wanted=True, now="2026-12-08T00:00:00Z")
+        False
+    """
+    if live(document):
+        if not (document["etag"] or document["last_modified"]):
+            return False
+        refetch_at = document.get("refetch_at")
+        return wanted or (refetch_at is not None and refetch_at <= now)
+    return wanted and validators is not None and any(validators)
+
+
+def disputed(outcome: Outcome) -> bool:
+    """Whether a page answered 304 to its validators while the listing's lastmod for it moved
+    since it was last checked: the listing says it changed, its validators say it did not."""
+    page, document = outcome.page, outcome.page.document
+    return (
+        isinstance(outcome, NotModified)
+        and outcome.exchange.conditional
+        and outcome.moved_to is None
+        and page.asked is None
+        and live(document)
+        and document["lastmod_hint"] is not None
+        and lastmod_moved(page.candidate, document["lastmod_hint"])
+    )
+
+
+def kept_validators(outcome: Outcome) -> bool | None:
+    """For a page whose content changed, whether its answer still carries the validators its
+    record was stored with (see :func:`ragsync.policy.validators_kept`); None otherwise."""
+    document, response = outcome.page.document, outcome.exchange.response
+    if not isinstance(outcome, Changed) or outcome.moved_to or response is None:
+        return None
+    if not live(document):
+        return None
+    stored = (document["etag"], document["last_modified"])
+    return validators_kept(stored, (response.etag, response.last_modified))
 
 
 class SourceSync:
@@ -188,13 +251,15 @@ class SourceSync:
             self.check(pool, listed, [(key, Candidate(url=url), False) for key, url in due])
         return self.report
 
-    def targets(self, urls: Sequence[str]) -> SourceOutcome:
-        """Check these URLs (targeted re-sync), as the listing would have proposed them."""
+    def targets(self, urls: Sequence[str], *, refetch: Sequence[str] = ()) -> SourceOutcome:
+        """Check these URLs (targeted re-sync), as the listing would have proposed them; those
+        of ``refetch`` are asked in full, whatever their validators say."""
         listed = self._listed()
-        found = [Candidate(url=url) for url in urls]
-        work = [(key, cand, False) for key, cand in listed.candidates(found)]
+        in_full = listed.candidates([Candidate(url=url) for url in refetch])
+        found = in_full + listed.candidates([Candidate(url=url) for url in urls])
+        work = [(key, cand, False) for key, cand in found]
         with self._pool() as pool:
-            self.check(pool, listed, work)
+            self.check(pool, listed, work, refetch={key for key, _ in in_full})
         return self.report
 
     def claimed(self, items: Sequence[WorkItem]) -> SourceOutcome:
@@ -217,10 +282,16 @@ class SourceSync:
         *,
         due_already: bool = False,
         queue: bool = False,
+        refetch: Set[str] = frozenset(),
     ) -> None:
         """Check (or, with ``queue``, put on the work queue) the due ones of ``work``, a window
         at a time: fetched in ``pool``, then committed. ``listed`` is the listing the work
-        came from: what it has seen grows by the pages found moved."""
+        came from: what it has seen grows by the pages found moved. The pages of ``refetch``
+        (record keys) are asked in full.
+
+        A 304 the listing disputes (its lastmod for the page moved since the page was last
+        checked) is settled at once: the page is asked again, in full (README "Validators that
+        lie")."""
         engine, source, counters = self.engine, self.source, self.report.counters
         if not self.revalidate_all and not due_already:
             work, held_back, not_due = listed.due(work)
@@ -236,56 +307,119 @@ class SourceSync:
             return
         for start in range(0, len(work), self.window):
             part = work[start : start + self.window]
-            keys = [key for key, _, _ in part]
-            documents = engine.state.documents.get_many(keys)
-            validators: dict[str, tuple[str | None, str | None]] = {}
-            # An alias asked again: conditionally when it can be (README "Identity").
-            asked = engine.state.aliases.asked_again(keys)
-            if self.crawl is not None:
-                documents, validators = self.crawl.prepare(keys, documents)
-                asked = self.crawl.conditional(asked)
-            batch = [
+            checked = self.check_window(pool, listed, part, refetch=refetch)
+            disputes = {outcome.page.doc_key for outcome in checked if disputed(outcome)}
+            if disputes:
+                counters.validator_disagreements += len(disputes)
+                again = [item for item in part if item[0] in disputes]
+                self.settle(self.check_window(pool, listed, again, refetch=disputes))
+            engine.progress.pages(source.id, start + len(part), len(work))
+
+    def check_window(
+        self,
+        pool: ThreadPoolExecutor,
+        listed: SourceListing,
+        part: list[WorkItem],
+        *,
+        refetch: Set[str],
+    ) -> list[Outcome]:
+        """Check one window of pages in ``pool`` and commit it; returns the outcomes as checked
+        (before moves are resolved). A page is asked in full when it is one of ``refetch``,
+        when the pass asks every page so (`run --refetch`), when its host's validators are
+        distrusted, or when its refetch time came."""
+        engine, source, counters = self.engine, self.source, self.report.counters
+        keys = [key for key, _, _ in part]
+        documents = engine.state.documents.get_many(keys)
+        validators: dict[str, tuple[str | None, str | None]] = {}
+        # An alias asked again: conditionally when it can be (README "Identity").
+        asked = engine.state.aliases.asked_again(keys)
+        if self.crawl is not None:
+            documents, validators = self.crawl.prepare(keys, documents)
+            asked = self.crawl.conditional(asked)
+        watched = engine.state.hosts.watched()  # {host: its validators distrusted}
+        now = engine.now()
+        batch = []
+        for key, candidate, unlisted in part:
+            alias, document = asked.get(key), documents.get(key)
+            held = (alias.etag, alias.last_modified) if alias else validators.get(key)
+            host = host_of(candidate.published or candidate.url)
+            wanted = self.run.refetch or key in refetch or watched.get(host, False)
+            in_full = refetch_due(document, held, wanted=wanted, now=now)
+            batch.append(
                 Page(
                     key,
                     candidate.url,
                     candidate,
-                    documents.get(key),
+                    document,
                     unlisted=unlisted,
                     prunable=unlisted and self.prunable,
-                    validators=(alias.etag, alias.last_modified) if alias else validators.get(key),
+                    validators=None if in_full else held,
                     asked=alias,
+                    refetch=in_full,
                 )
-                for key, candidate, unlisted in part
-                for alias in [asked.get(key)]
-            ]
-            # Outage pages are judged before a crawl stores the links read: a held page's
-            # stored links stand.
-            suspect = self.crawl.drops_links if self.crawl is not None else None
-            checked = self.watch.judge(list(pool.map(self.checker.check, batch)), suspect=suspect)
-            if self.crawl is not None:
-                checked = self.crawl.store(checked)
-            for host, (until, reason) in self.run.fetcher.take_new_pauses().items():
-                # At least: a longer pause another worker set meanwhile stands.
-                engine.state.hosts.pause_at_least(host, until, reason, engine.now())
-            result = self.run.result
-            resolved = commit_outcomes(
-                engine,
-                source,
-                checked,
-                self.report,
-                result.run_id,
-                checked_since=result.started_at,
-                fresh=self.fresh,
-                watch=self.watch,
             )
-            # A listed URL that moved lists its target: not to be verified as unlisted.
-            for item in resolved:
-                if took_page(item):
-                    self.fresh.add(item.page.doc_key)
-                if item.page.unlisted:
-                    continue
-                if item.moved_from is not None:
-                    listed.seen.add(item.page.doc_key)
-                elif isinstance(item, Moving) and item.moved_to:
-                    listed.seen.add(canonical_record_key(source.id, item.moved_to))
-            engine.progress.pages(source.id, start + len(batch), len(work))
+        # Outage pages are judged before a crawl stores the links read: a held page's stored
+        # links stand.
+        suspect = self.crawl.drops_links if self.crawl is not None else None
+        checked = self.watch.judge(list(pool.map(self.checker.check, batch)), suspect=suspect)
+        if self.crawl is not None:
+            checked = self.crawl.store(checked)
+        counters.refetches += sum(o.page.refetch and o.exchange.requested for o in checked)
+        for host, (until, reason) in self.run.fetcher.take_new_pauses().items():
+            # At least: a longer pause another worker set meanwhile stands.
+            engine.state.hosts.pause_at_least(host, until, reason, engine.now())
+        result = self.run.result
+        resolved = commit_outcomes(
+            engine,
+            source,
+            checked,
+            self.report,
+            result.run_id,
+            checked_since=result.started_at,
+            fresh=self.fresh,
+            watch=self.watch,
+        )
+        # A listed URL that moved lists its target: not to be verified as unlisted.
+        for item in resolved:
+            if took_page(item):
+                self.fresh.add(item.page.doc_key)
+            if item.page.unlisted:
+                continue
+            if item.moved_from is not None:
+                listed.seen.add(item.page.doc_key)
+            elif isinstance(item, Moving) and item.moved_to:
+                listed.seen.add(canonical_record_key(source.id, item.moved_to))
+        # A page that changed with new validators shows its host's validators work.
+        engine.state.hosts.shown_right(
+            host
+            for outcome in checked
+            if kept_validators(outcome) is False
+            and outcome.exchange.response is not None
+            and (host := host_of(outcome.exchange.response.url)) in watched
+        )
+        return checked
+
+    def settle(self, outcomes: Sequence[Outcome]) -> None:
+        """The full answers of pages whose 304 the listing disputed: one whose content had
+        changed under the validators it had was lied about. After ``DISTRUST_AFTER`` such
+        pages on one host since its validators were last shown right, the host's validators
+        are distrusted: its pages are asked in full (README "Validators that lie")."""
+        for outcome in outcomes:
+            response = outcome.exchange.response
+            if kept_validators(outcome) is not True or response is None:
+                continue
+            self.report.counters.validator_lies += 1
+            host, url = host_of(response.url), outcome.page.url
+            log.info("%s: changed under the validators it answered 304 to", url)
+            lies = self.engine.state.hosts.caught_lie(
+                host, url, at=self.engine.now(), distrust_after=DISTRUST_AFTER
+            )
+            if lies == DISTRUST_AFTER:
+                log.warning(
+                    "%s: %d pages changed under the validators they answered 304 to (the "
+                    "last: %s): its validators are distrusted, and its pages asked in full "
+                    "until one changes with new validators",
+                    host,
+                    lies,
+                    url,
+                )

@@ -48,8 +48,11 @@ def outside(source: SourceConfig, urls: Sequence[str], *, base_dir: str | Path =
     return [url for url in urls if scope.refuse_page(url) is not None]
 
 
-def queue_urls(engine: Engine, urls: Sequence[str], *, source: str | None = None) -> None:
-    """Put URLs on the targeted queue, each under the source that owns it.
+def queue_urls(
+    engine: Engine, urls: Sequence[str], *, source: str | None = None, refetch: bool = False
+) -> None:
+    """Put URLs on the targeted queue, each under the source that owns it; with ``refetch``,
+    to be asked in full, whatever their validators say (`resync --refetch`).
 
     Raises:
         ValueError: a URL lies outside every source's scope (or ``source``'s).
@@ -68,7 +71,8 @@ def queue_urls(engine: Engine, urls: Sequence[str], *, source: str | None = None
         raise ValueError(f"outside the scope of {source or 'every source'}: " + ", ".join(refused))
     now = engine.now()
     for source_id, found in by_owner.items():
-        engine.state.targets.add(source_id, found, reason="resync", at=now)
+        reason = "refetch" if refetch else "resync"
+        engine.state.targets.add(source_id, found, reason=reason, at=now)
 
 
 def drain_targets(run: Pass) -> None:
@@ -78,7 +82,8 @@ def drain_targets(run: Pass) -> None:
         if source is None:
             engine.state.targets.remove([item["id"] for item in items])
             continue
-        urls = [item["url"] for item in items if item["url"]]
+        urls = [item["url"] for item in items if item["url"] and item["reason"] != "refetch"]
+        in_full = [item["url"] for item in items if item["url"] and item["reason"] == "refetch"]
         for item in items:
             if item["record_id"]:  # an API record: its page, or a poll of the source
                 document = engine.state.documents.get(api_record_key(source.id, item["record_id"]))
@@ -90,6 +95,6 @@ def drain_targets(run: Pass) -> None:
         if any(item["record_id"] for item in items) and source.kind == "http_api":
             outcome = work.listing()
         else:
-            outcome = work.targets(urls)
+            outcome = work.targets(urls, refetch=in_full)
         run.result.merge(source.id, outcome)
         engine.state.targets.remove([item["id"] for item in items])

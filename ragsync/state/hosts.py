@@ -1,16 +1,74 @@
 """Politeness shared by every process (README "Politeness"): ``hosts`` (pauses, the next start
-a host allows, its robots Crawl-delay) and ``host_slots`` (one leased row per request in
-flight, so a killed worker frees its slots)."""
+a host allows, its robots Crawl-delay, whether its validators are trusted) and ``host_slots``
+(one leased row per request in flight, so a killed worker frees its slots)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import builtins
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ragsync.state.repository import Repository
 
 
 class Hosts(Repository):
-    """Per-host pauses, delays and request slots (``state.hosts``)."""
+    """Per-host pauses, delays, request slots and validator trust (``state.hosts``)."""
+
+    def watched(self) -> dict[str, bool]:
+        """``{host: whether its validators are distrusted}`` for the hosts with pages caught
+        changing under their validators (README "Validators that lie"): the pages of a
+        distrusted host are asked in full."""
+        sql = (
+            "select host, validators_distrusted_at from hosts "
+            "where validator_lies > 0 or validators_distrusted_at is not null"
+        )
+        return {
+            row["host"]: row["validators_distrusted_at"] is not None for row in self.db.query(sql)
+        }
+
+    def caught_lie(self, host: str, url: str, *, at: str, distrust_after: int) -> int:
+        """Count a page of ``host`` (``url``) caught changing under the validators it had, and
+        return how many there were since its validators were last shown right: at
+        ``distrust_after``, its validators are distrusted."""
+        with self.state.write():
+            self.db.execute(
+                "insert into hosts (host) values (?) on conflict (host) do nothing", [host]
+            )
+            self.db.execute(
+                "update hosts set validator_lies = coalesce(validator_lies, 0) + 1, "
+                "validator_lie_url = ?, validator_lie_at = ?, validators_distrusted_at = case "
+                "when validators_distrusted_at is null and coalesce(validator_lies, 0) + 1 >= ? "
+                "then ? else validators_distrusted_at end where host = ?",
+                [url, at, distrust_after, at, host],
+            )
+            row = self.db.execute(
+                "select validator_lies from hosts where host = ?", [host]
+            ).fetchone()
+        return int(row[0])
+
+    def shown_right(self, hosts: Iterable[str]) -> None:
+        """A page of each of ``hosts`` changed and came with new validators, as they should:
+        its count of lies starts again from none, and its validators are trusted."""
+        keys = sorted(set(hosts))
+        if not keys:
+            return
+        self.state.execute_in(
+            "update hosts set validator_lies = 0, validator_lie_url = null, "
+            "validator_lie_at = null, validators_distrusted_at = null where host in ({marks}) "
+            "and (validator_lies > 0 or validators_distrusted_at is not null)",
+            keys,
+        )
+
+    def list_validators(self) -> builtins.list[dict[str, Any]]:
+        """Hosts with pages caught changing under their validators: ``host``, ``lies``,
+        ``last_lie_url``, ``last_lie_at``, ``distrusted_since`` (None while still trusted)."""
+        sql = (
+            "select host, validator_lies as lies, validator_lie_url as last_lie_url, "
+            "validator_lie_at as last_lie_at, validators_distrusted_at as distrusted_since "
+            "from hosts where validator_lies > 0 or validators_distrusted_at is not null "
+            "order by host"
+        )
+        return list(self.db.query(sql))
 
     def list_pauses(self) -> dict[str, float]:
         """``{host: Unix time before which no request may go}`` for every recorded pause."""

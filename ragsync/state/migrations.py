@@ -374,6 +374,19 @@ def _m019_alias_validators(db: Any) -> None:
     db.table("aliases").create_index(["doc_key"])
 
 
+def _m020_refetch(db: Any) -> None:
+    # When each page is next asked in full, whatever its validators say
+    # (README "Validators that lie"). NULL (a page stored before): set at its next check.
+    db.table("documents").add_column("refetch_at", str)
+    # Per host: pages caught changing under the validators they had, since its validators were
+    # last shown right (the last one's URL and time), and since when they are distrusted.
+    hosts = db.table("hosts")
+    hosts.add_column("validator_lies", int)
+    hosts.add_column("validator_lie_url", str)
+    hosts.add_column("validator_lie_at", str)
+    hosts.add_column("validators_distrusted_at", str)
+
+
 def _m021_held_changes(db: Any) -> None:
     # What a page served that is held back (README "Deletion safety", outage pages):
     # held_kind "outage" (an outage page, held_hash its shape) or "change" (a change waiting
@@ -404,5 +417,6 @@ MIGRATIONS: tuple[tuple[str, Migration], ...] = (
     ("017_attempt_lastmod", _m017_attempt_lastmod),
     ("018_crawl_entries", _m018_crawl_entries),
     ("019_alias_validators", _m019_alias_validators),
+    ("020_refetch", _m020_refetch),
     ("021_held_changes", _m021_held_changes),
 )

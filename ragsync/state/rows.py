@@ -29,6 +29,7 @@ class DocumentRow(TypedDict):
     last_changed_at: str | None
     next_check_at: str | None
     check_interval: float | None
+    refetch_at: str | None  # when the page is next asked in full, whatever its validators say
     missing_count: int | None
     missing_since: str | None
     missing_evidence: str | None  # JSON list of {at, status, reason}
