@@ -7,10 +7,11 @@ Three rules keep such a body out of the index:
   marker of a bot challenge, a JavaScript-required shell or a maintenance / gateway error page
   (:func:`not_the_page`), or any 200 that carries ``Retry-After`` (a server saying "come back
   later" about what it sent), is never content: the page keeps what it had and is asked again.
-- **Many pages.** When ``outage_pages`` or more pages of one host, and at least
-  ``outage_share`` of the pages of a window that answered that host with 200, arrive at one
-  and the same text (:func:`shape`: request ids and times masked, so a per-request "Ray ID"
-  does not tell them apart), that text is the host's outage page (:func:`outage_shapes`).
+- **Many pages.** When ``outage_pages`` or more pages of one host that had content of their
+  own, and at least ``outage_share`` of the pages of a window that answered that host with
+  200, arrive at one and the same text (:func:`shape`: request ids and times masked, so a
+  per-request "Ray ID" does not tell them apart), that text is the host's outage page
+  (:func:`outage_shapes`).
 - **A change held until confirmed.** A long page whose text shrinks to a small part of itself
   (:func:`shrinks`), or two records of distinct texts arriving at one text, look like an
   outage and may be one: the change waits for the missing-page rule's confirmations.

@@ -113,7 +113,7 @@ def store_once(
         key, url, document = holder
         if key == page.doc_key:
             continue
-        if watch is not None and watch.held_back(outcome):
+        if watch is not None and watch.keeps_content(outcome):
             why = f"serves the same page as {url}"
             waiting = watch.hold(outcome, why, content[1])
             if waiting is not outcome:

@@ -96,8 +96,13 @@ class Watch:
                 answered[host_of(outcome.page.url)] += 1
             if (arrival := arrived(outcome)) is not None:
                 arrivals[arrival].append(index)
+        # Only pages with content of their own make an outage page: URLs new to the source
+        # that serve one page (/, /index.html, /en/) are its copies (README "Identity").
         found = outage_shapes(
-            {arrival: len(at) for arrival, at in arrivals.items()},
+            {
+                arrival: sum(self.keeps_content(outcomes[i]) for i in at)
+                for arrival, at in arrivals.items()
+            },
             answered,
             min_pages=self.source.outage_pages,
             share=self.source.outage_share,
@@ -114,17 +119,17 @@ class Watch:
                     judged[i] = self.outage(outcomes[i], arrival)
                 continue
             # Records of distinct texts arriving at one: a site-wide page, or a real merge.
-            records = [i for i in at if self.held_back(outcomes[i])]
+            records = [i for i in at if self.keeps_content(outcomes[i])]
             converging = len({previous_hash(outcomes[i]) for i in records})
             for i in at:
                 why = self.suspicion(outcomes[i], converging if i in records else 0)
-                if why is None and suspect is not None and self.held_back(outcomes[i]):
+                if why is None and suspect is not None and self.keeps_content(outcomes[i]):
                     why = suspect(outcomes[i])
                 if why is not None:
                     judged[i] = self.hold(outcomes[i], why)
         return judged
 
-    def held_back(self, outcome: Outcome) -> bool:
+    def keeps_content(self, outcome: Outcome) -> bool:
         """Whether the page has content of its own indexed before this pass (what a change
         that looks like an outage would cost)."""
         document = outcome.page.document
@@ -140,7 +145,7 @@ class Watch:
         if converging >= 2:
             return f"{converging} pages of distinct texts now serve one page"
         document = outcome.page.document
-        if not self.held_back(outcome) or document is None:
+        if not self.keeps_content(outcome) or document is None:
             return None
         before, after = words(document["markdown"] or ""), words(outcome.extracted.markdown)
         if shrinks(before, after, share=self.source.hold_shrink):
