@@ -33,7 +33,10 @@ from ragsync.onnxembed import (
 )
 from ragsync.sync import Syncer
 from ragsync.testing import DevSite
-from tests.support import example_pages, make_config, sitemap_source
+from tests.support import example_pages, make_config, sentences, sitemap_source
+
+# An edit of a page (a short one would wait for confirmation: README "Outage pages").
+THROTTLING = f"<p>The gateway allows 50 requests a second. {sentences('throttling', 4)}</p>"
 
 pytest.importorskip("onnxruntime")
 
@@ -80,9 +83,12 @@ def test_onnx_vectors_match_torch_for_the_same_texts(fp32, int8, real_embedder):
     # with one scale, so a text's vector moves a little with the texts it is called with: the
     # short first text gets 0.979 beside its neighbours here (on eval/bench_core.py's 1,269
     # texts, 0.984 at the least against fp32, whatever the call size).
+    # The mean moves with the model graph transformers builds: at least 0.99 with the
+    # transformers of earlier installs, 0.9899 with 5.17 (what pip resolves beside click 8.4
+    # today); a broken quantisation is far lower.
     int8_cosines = cosines(int8_vectors, torch_vectors)
     assert min(int8_cosines) >= 0.97  # room for another CPU's int8 kernels
-    assert sum(int8_cosines) / len(int8_cosines) >= 0.99
+    assert sum(int8_cosines) / len(int8_cosines) >= 0.985
     assert fp32.embed([]) == []
     # One text alone gives the vector it gets in a padded batch (the mask is honoured).
     assert min(cosines(fp32.embed(TEXTS[1:2]), fp32_vectors[1:2])) >= 0.99999
@@ -326,7 +332,7 @@ def test_a_collection_embedded_by_one_backend_refuses_another(tmp_path, int8, re
             assert not cache.missing(hashes, int8.model_id)
             assert cache.missing(hashes, real_embedder.model_id) == set(hashes)
         # A changed page has vectors to write: torch's must not join the int8 collection.
-        site.set_page("/guide/page-1", "Throttling", "The gateway allows 50 requests a second.")
+        site.set_page("/guide/page-1", "Throttling", THROTTLING)
         with (
             Syncer(config, embedder=real_embedder) as syncer,
             pytest.raises(StoreError, match="onnx-int8.*ragsync reindex"),
@@ -355,7 +361,7 @@ def test_auto_backend_is_int8_for_a_new_index_and_the_collections_own_for_an_old
         old = make_config(tmp_path / "old", [sitemap_source(site)])
         with Syncer(old, embedder=real_embedder) as syncer:
             assert syncer.run().ok
-        site.set_page("/guide/page-1", "Throttling", "The gateway allows 50 requests a second.")
+        site.set_page("/guide/page-1", "Throttling", THROTTLING)
         with Syncer(old) as syncer:
             result = syncer.run()
             assert result.ok and result.counters.chunks_embedded == 1
