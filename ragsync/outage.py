@@ -3,10 +3,11 @@ safety", *Outage pages*). Pure decisions, no I/O; :mod:`ragsync.pipeline.outages
 
 Three rules keep such a body out of the index:
 
-- **One page.** A short body (at most :data:`NOT_PAGE_WORDS` words of text) that carries a
-  marker of a bot challenge, a JavaScript-required shell or a maintenance / gateway error page
-  (:func:`not_the_page`), or any 200 that carries ``Retry-After`` (a server saying "come back
-  later" about what it sent), is never content: the page keeps what it had and is asked again.
+- **One page.** A short body that carries a marker of a bot challenge or a maintenance /
+  gateway error page (at most :data:`NOT_PAGE_WORDS` words of text) or of a
+  JavaScript-required shell (at most :data:`SHELL_WORDS`) (:func:`not_the_page`), or any 200
+  that carries ``Retry-After`` (a server saying "come back later" about what it sent), is
+  never content: the page keeps what it had and is asked again.
 - **Many pages.** When ``outage_pages`` or more pages of one host that had content of their
   own, and at least ``outage_share`` of the pages of a window that answered that host with
   200, arrive at one and the same text (:func:`shape`: request ids and times masked, so a
@@ -17,8 +18,8 @@ Three rules keep such a body out of the index:
   outage and may be one: the change waits for the missing-page rule's confirmations.
 
 The markers were measured on real documentation (``python eval/bench_outage.py``): none of
-them fires on a page of the Rust, Node.js, npm, Valgrind, libxslt or libffi docs installed on
-the development machine.
+them holds a page of the Rust, Node.js, npm, Valgrind, libxslt, libffi or Python docs installed
+on the development machine, and every sample of ``tests/fixtures/outage`` is recognised.
 """
 
 from __future__ import annotations
@@ -30,50 +31,67 @@ from collections.abc import Mapping
 NOT_PAGE_WORDS = 120
 """A page with a marker and at most this many words of text is not the page; a longer one is
 (a documentation page about Cloudflare's challenge mentions "Just a moment" too)."""
+SHELL_WORDS = 30
+"""… and a JavaScript-required shell at most this many: it is all shell, a short post with a
+comment widget's ``<noscript>`` is a page."""
 SHRINK_MIN_WORDS = 50
 """A page shorter than this may shrink as it likes: a stub edited is not an outage."""
 
+# An error page's <title> is the error alone: a status code, the phrase, at most a server or
+# vendor name after it ("503 Service Temporarily Unavailable", "502 Bad Gateway | openresty");
+# a reference page about the status ("503 Service Unavailable - HTTP | MDN") says more.
+_ERROR_TITLE = (
+    r"<title>\s*(\d{3}\s*[:-]?\s*)?(service (temporarily )?unavailable|bad gateway"
+    r"|gateway time-?out|internal server error|web server is down|origin error|access denied"
+    r"|request blocked)\s*([|:-]\s*[\w. ]{0,20})?</title>"
+)
 # Markers in the raw HTML (lowercased, its first 64 KiB): the challenge pages of the common
-# bot shields, JavaScript-required shells and the titles of maintenance and gateway pages.
-_MARKERS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (name, re.compile(pattern))
-    for name, pattern in (
+# bot shields, JavaScript-required shells and maintenance and gateway error pages.
+_MARKERS: tuple[tuple[str, int, re.Pattern[str]], ...] = tuple(
+    (name, limit, re.compile(pattern))
+    for name, limit, pattern in (
         # Cloudflare's interstitial (its JS Detections script, challenge-platform/…/jsd/,
         # loads on pages that render fine, so only the challenge's own paths count).
         (
             "bot challenge",
+            NOT_PAGE_WORDS,
             r"challenge-platform/(h/[a-z]/)?orchestrate|_cf_chl_opt|cf-browser-verification",
         ),
-        ("bot challenge", r"<title>\s*(just a moment|attention required|please wait)\b"),
         (
             "bot challenge",
+            NOT_PAGE_WORDS,
+            r"<title>\s*(just a moment|attention required|please wait)\b",
+        ),
+        (
+            "bot challenge",
+            NOT_PAGE_WORDS,
             r"checking (your browser|if the site connection is secure)"
-            r"|verif(y|ying) (that )?you are (a )?human|ddos-guard|ddos protection by"
+            r"|verif(y|ying) (that )?you are (a )?human|<title>\s*ddos-guard\s*</title>"
             r"|making sure you(&#39;|'|’)re not a bot|vercel security checkpoint",
         ),
         (
             "bot challenge",
+            NOT_PAGE_WORDS,
             r"captcha-delivery\.com|px-captcha|incapsula incident id|_incapsula_resource"
             r"|sucuri website firewall",
         ),
         (
-            "JavaScript-required shell",
-            r"<noscript[^>]*>[^<]*(enable|turn on|requires?|needs?)[^<]{0,40}javascript"
-            r"|<noscript[^>]*>[^<]*javascript[^<]{0,40}(required|disabled|to continue)",
-        ),
-        (
             "maintenance page",
+            NOT_PAGE_WORDS,
             r"<(title|h1)[^>]*>[^<]*(down for maintenance|under maintenance|site maintenance"
-            r"|maintenance in progress|be (right )?back soon|temporarily unavailable)",
+            r"|maintenance in progress|be (right )?back soon)"
+            r"|<title>\s*(\d{3}\s*)?[^<]{0,20}temporarily unavailable",
         ),
-        (
-            "error page",
-            r"<(title|h1)[^>]*>[^<]*(service unavailable|bad gateway|gateway time-?out"
-            r"|internal server error|web server is down|origin error|access denied"
-            r"|request blocked)",
-        ),
+        ("error page", NOT_PAGE_WORDS, _ERROR_TITLE),
     )
 )
+_NOSCRIPT = re.compile(r"<noscript[^>]*>(.{0,400}?)</noscript>", re.S)
+_TAG = re.compile(r"<[^>]*>")
+_SHELL = re.compile(
+    r"(enable|turn on|requires?|needs?)\b.{0,40}javascript|javascript.{0,40}(required|disabled"
+    r"|to continue)"
+)
+_WIDGET = re.compile(r"comment|disqus")  # a comment widget's own <noscript>: the page is there
 _HEAD_BYTES = 65536
 _WORD = re.compile(r"\w+")
 # What differs between two requests for one outage page: request and incident ids (hex, or
@@ -82,20 +100,27 @@ _WORD = re.compile(r"\w+")
 _VOLATILE = re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]{8,}\b|\d{5,}|\b\d{1,2}:\d{2}(:\d{2})?\b", re.I)
 
 
-def marker(body: bytes) -> str | None:
-    """The kind of not-the-page marker in the first 64 KiB of ``body``, or None.
+def marker(body: bytes) -> tuple[str, int] | None:
+    """The kind of not-the-page marker in the first 64 KiB of ``body`` and the most words of
+    text a page with it may have to be taken as not the page, or None.
 
     Example::
 
         >>> marker(b"<title>Just a moment...</title><p>Checking your browser</p>")
-        'bot challenge'
+        ('bot challenge', 120)
         >>> marker(b"<title>Maintenance windows</title><p>Plan them ahead.</p>") is None
+        True
+        >>> marker(b"<title>503 Service Unavailable - HTTP | MDN Web Docs</title>") is None
         True
     """
     head = body[:_HEAD_BYTES].decode("latin-1").lower()
-    for name, pattern in _MARKERS:
+    for name, limit, pattern in _MARKERS:
         if pattern.search(head):
-            return name
+            return name, limit
+    for match in _NOSCRIPT.finditer(head):
+        text = _TAG.sub(" ", match.group(1))
+        if _SHELL.search(text) and not _WIDGET.search(text):
+            return "JavaScript-required shell", SHELL_WORDS
     return None
 
 
@@ -106,8 +131,8 @@ def words(markdown: str) -> int:
 
 def not_the_page(body: bytes, markdown: str) -> str | None:
     """Why a 200 body is not the page (a bot challenge, a JavaScript-required shell, a
-    maintenance or error page), or None: a marker and at most :data:`NOT_PAGE_WORDS` words
-    of extracted text.
+    maintenance or error page), or None: a marker, and no more words of extracted text than
+    a page with it has (:data:`NOT_PAGE_WORDS`, :data:`SHELL_WORDS`).
 
     Example::
 
@@ -115,9 +140,18 @@ def not_the_page(body: bytes, markdown: str) -> str | None:
         'bot challenge'
         >>> not_the_page(b"<title>Just a moment...</title>", "word " * 500) is None
         True
+        >>> shell = b"<noscript>You need to enable JavaScript to run this app.</noscript>"
+        >>> not_the_page(shell, "Example Docs"), not_the_page(shell, "A short post. " * 12)
+        ('JavaScript-required shell', None)
+        >>> widget = b"<noscript>Please enable JavaScript to view the <a>comments</a></noscript>"
+        >>> not_the_page(widget, "A short post.") is None
+        True
     """
-    kind = marker(body)
-    return kind if kind is not None and words(markdown) <= NOT_PAGE_WORDS else None
+    found = marker(body)
+    if found is None:
+        return None
+    kind, limit = found
+    return kind if words(markdown) <= limit else None
 
 
 def shape(markdown: str, title: str) -> str:

@@ -356,13 +356,14 @@ class PageChecker:
         asked again at the next run (README "Deletion safety", outage pages)."""
         if not self.source.outage_markers:
             return None
+        kept = "the indexed content is kept" if page.document else "not indexed"
         after = response.headers.get("retry-after")
         if after is not None:
-            reason = (
-                f"outage page: HTTP 200 with Retry-After: {after}, a temporary page, not "
-                "content; the indexed content is kept"
+            what = "HTTP 200 with Retry-After"
+            reason = f"outage page: {what}: {after}, a temporary page, not content; {kept}"
+            return Failed(
+                page, exchange, reason=reason, verdict="outage", transient=True, outage=what
             )
-            return Failed(page, exchange, reason=reason, verdict="outage", transient=True)
         if marker(response.body) is None:
             return None
         try:
@@ -372,11 +373,12 @@ class PageChecker:
         kind = not_the_page(response.body, extracted.markdown)
         if kind is None:
             return None
+        what = f"a {kind} served with HTTP 200"
         reason = (
-            f"outage page: a {kind} served with HTTP 200 ({extracted.title!r}, "
-            f"{words(extracted.markdown)} words), not the page; the indexed content is kept"
+            f"outage page: {what} ({extracted.title!r}, {words(extracted.markdown)} words), "
+            f"not the page; {kept}"
         )
-        return Failed(page, exchange, reason=reason, verdict="outage", transient=True)
+        return Failed(page, exchange, reason=reason, verdict="outage", transient=True, outage=what)
 
     def links(self, response: Response) -> PageLinks | None:
         """The outlinks of a body, when the source crawls (none in a body that is not HTML)."""

@@ -67,7 +67,9 @@ class Checked:
         reader = outcome.page.doc_key
         if outcome.moved_to:
             reader = canonical_record_key(source_id, outcome.moved_to)
-        if isinstance(outcome, Failed):
+        if isinstance(outcome, Failed) and outcome.verdict != "held":
+            # A change held until confirmed is no failure: the page answered, its stored
+            # links stand (README "Deletion safety", outage pages).
             return cls(reader, "failed", outcome.reason)
         if isinstance(outcome, Missing) and outcome.links is None:
             return cls(reader, "gone")
@@ -321,7 +323,8 @@ class Crawl:
         key = outcome.page.doc_key
         if key not in self.start_keys or outcome.links is None or key not in self.start_rows:
             return None
-        before = {url for url in self.start_rows[key][0] if self.follows(url)}
+        own = outcome.page.url
+        before = {url for url in self.start_rows[key][0] if url != own and self.follows(url)}
         if len(before) < 2:
             return None
         kept = len(before & set(outcome.links.links))

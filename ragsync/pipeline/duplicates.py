@@ -115,7 +115,7 @@ def store_once(
             continue
         if watch is not None and watch.keeps_content(outcome):
             why = f"serves the same page as {url}"
-            waiting = watch.hold(outcome, why, content[1])
+            waiting = watch.hold(outcome, why, content[1], retires=True)
             if waiting is not outcome:
                 duplicates[id(outcome)] = waiting
                 continue

@@ -3,24 +3,25 @@
 :class:`Watch` judges each window of one source's pass before anything of it is stored (the
 rules are :mod:`ragsync.outage`'s; README "Deletion safety", *Outage pages*):
 
-- pages of one host arriving at one text, ``outage_pages`` of them or more and at least
-  ``outage_share`` of the window's 200s from that host, serve the host's outage page: each
-  fails (verdict ``outage``), keeping its content, and is asked again at the next run. While
-  any page is held so (its attempt row says so, across runs), that text is the host's outage
-  page for every page of the source that serves it, one or many;
+- pages of one host that had content of their own arriving at one text, ``outage_pages`` of
+  them or more — in this window, or held back by that text in earlier windows and runs (their
+  ``fetch_attempts`` rows say so) — and at least ``outage_share`` of the window's 200s from
+  that host, serve the host's outage page: each page serving it fails (verdict ``outage``),
+  keeping its content, and is asked again at the next run. That text stays the host's outage
+  page while a record is held by it;
 - a change that looks like an outage but may be real — a long page shrunk to a small part
-  of itself, two records of distinct texts arriving at one, a record turning into a copy of
-  another (:func:`ragsync.pipeline.duplicates.store_once` asks :meth:`Watch.hold`) — waits
-  for the missing-page rule's confirmations (``missing_confirmations`` observations of that
-  same text spanning ``missing_grace``), and is never confirmed in a pass whose listing is
-  incomplete or after an incomplete one: until then it fails (verdict ``held``) and the page
-  keeps its content.
+  of itself, a crawl's start page that loses its links, two records of distinct texts
+  arriving at one, a record turning into a copy of another
+  (:func:`ragsync.pipeline.duplicates.store_once` asks :meth:`Watch.hold`) — waits for the
+  missing-page rule's confirmations (``missing_confirmations`` observations of that same text
+  spanning ``missing_grace``); one that would retire a record (a copy, records converging) is
+  also never confirmed in or right after a pass whose listing is incomplete. Until then it
+  fails (verdict ``held``) and the page keeps its content.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence, Set
 
@@ -64,20 +65,37 @@ class Watch:
     ):
         self.engine, self.source, self.discovery = engine, source, discovery
         self.report, self.fresh = report, fresh
-        self.listing = False  # whether this pass reads the source's listing
+        self.listing = False  # whether this pass reads the source's listing (listing_pass)
         self.crawl = False  # … by crawling it
-        self._outages: set[Arrival] | None = None
+        self._held: dict[str, Held] | None = None  # records held back, by doc key
+        self._evidence: dict[Arrival, set[str]] = defaultdict(set)  # records held by each text
+        self._outages: set[Arrival] = set()
         self._decided: dict[tuple[str, str], Outcome] = {}  # (doc key, digest): this pass's word
         self._named: dict[tuple[str, str], int] = {}  # pages held, by (host, outage page)
         self._lines: dict[tuple[str, str], int] = {}  # … and the report line that says so
 
+    def listing_pass(self, *, crawl: bool) -> None:
+        """This pass reads the source's listing (``crawl``: by crawling it, so that its
+        completeness is known only at its end)."""
+        self.listing, self.crawl = True, crawl
+
     @property
-    def outages(self) -> set[Arrival]:
-        """The outage pages known: found in this pass, or still holding a page back."""
-        if self._outages is None:
-            held = self.engine.state.attempts.outage_pages(self.source.id)
-            self._outages = {(host_of(url), digest) for url, digest in held}
-        return self._outages
+    def held(self) -> dict[str, Held]:
+        """The records of the source held back by what they served (read once per pass; an
+        outage rule turned off forgets what the outage pages held)."""
+        if self._held is None:
+            rows = self.engine.state.attempts.held(self.source.id)
+            self._held = {key: held for key, _, held in rows}
+            if self.source.outage_pages > 0:
+                for key, url, held in rows:
+                    if held.shape is not None:
+                        self.remember(key, (host_of(url), held.shape), held)
+        return self._held
+
+    def remember(self, doc_key: str, arrival: Arrival, held: Held) -> None:
+        self._evidence[arrival].add(doc_key)
+        if held.kind == "outage":
+            self._outages.add(arrival)
 
     def judge(
         self,
@@ -92,41 +110,44 @@ class Watch:
         arrivals: dict[Arrival, list[int]] = defaultdict(list)
         answered: Counter[str] = Counter()
         for index, outcome in enumerate(outcomes):
+            if isinstance(outcome, Failed) and outcome.outage:  # one page's marker
+                self.name(host_of(outcome.page.url), outcome.outage)
             if isinstance(outcome, Changed | Unchanged) and outcome.exchange.status == 200:
                 answered[host_of(outcome.page.url)] += 1
             if (arrival := arrived(outcome)) is not None:
                 arrivals[arrival].append(index)
-        # Only pages with content of their own make an outage page: URLs new to the source
+        held = self.held
+        # Only records with content of their own make an outage page: URLs new to the source
         # that serve one page (/, /index.html, /en/) are its copies (README "Identity").
-        found = outage_shapes(
-            {
-                arrival: sum(self.keeps_content(outcomes[i]) for i in at)
-                for arrival, at in arrivals.items()
-            },
+        evidence = {
+            arrival: self._evidence[arrival]
+            | {outcomes[i].page.doc_key for i in at if self.keeps_content(outcomes[i])}
+            for arrival, at in arrivals.items()
+        }
+        self._outages |= outage_shapes(
+            {arrival: len(keys) for arrival, keys in evidence.items()},
             answered,
             min_pages=self.source.outage_pages,
             share=self.source.outage_share,
         )
-        self.outages.update(found)
         judged = list(outcomes)
-        for outcome in outcomes:
-            if isinstance(outcome, Failed) and outcome.verdict == "outage":  # one page's marker
-                what = re.split(r" \(|, ", outcome.reason, maxsplit=1)[0]
-                self.name(host_of(outcome.page.url), what)
         for arrival, at in arrivals.items():
-            if arrival in self.outages:
+            if arrival in self._outages:
                 for i in at:
-                    judged[i] = self.outage(outcomes[i], arrival)
+                    judged[i] = self.outage(
+                        outcomes[i], arrival, held.get(outcomes[i].page.doc_key)
+                    )
                 continue
             # Records of distinct texts arriving at one: a site-wide page, or a real merge.
             records = [i for i in at if self.keeps_content(outcomes[i])]
             converging = len({previous_hash(outcomes[i]) for i in records})
             for i in at:
-                why = self.suspicion(outcomes[i], converging if i in records else 0)
-                if why is None and suspect is not None and self.keeps_content(outcomes[i]):
-                    why = suspect(outcomes[i])
-                if why is not None:
-                    judged[i] = self.hold(outcomes[i], why)
+                outcome = outcomes[i]
+                if converging >= 2 and i in records:
+                    merged = f"{converging} pages of distinct texts now serve one page"
+                    judged[i] = self.hold(outcome, merged, retires=True)
+                elif (why := self.suspicion(outcome, suspect)) is not None:
+                    judged[i] = self.hold(outcome, why)
         return judged
 
     def keeps_content(self, outcome: Outcome) -> bool:
@@ -139,31 +160,34 @@ class Watch:
             and outcome.page.doc_key not in self.fresh
         )
 
-    def suspicion(self, outcome: Outcome, converging: int) -> str | None:
-        """Why a change looks like an outage (it then waits for its confirmation), or None."""
+    def suspicion(
+        self, outcome: Outcome, suspect: Callable[[Outcome], str | None] | None
+    ) -> str | None:
+        """Why a page's change looks like an outage (it then waits for its confirmation):
+        it shrank to a small part of itself, or ``suspect`` says why; or None."""
         assert isinstance(outcome, Changed) and outcome.extracted is not None
-        if converging >= 2:
-            return f"{converging} pages of distinct texts now serve one page"
         document = outcome.page.document
         if not self.keeps_content(outcome) or document is None:
             return None
         before, after = words(document["markdown"] or ""), words(outcome.extracted.markdown)
         if shrinks(before, after, share=self.source.hold_shrink):
             return f"its text shrank from {before} to {after} words"
-        return None
+        return suspect(outcome) if suspect is not None else None
 
-    def hold(self, outcome: Outcome, why: str, digest: str | None = None) -> Outcome:
+    def hold(
+        self, outcome: Outcome, why: str, digest: str | None = None, *, retires: bool = False
+    ) -> Outcome:
         """``outcome`` itself once the missing-page rule confirms the change (``digest``, its
-        content hash, seen ``missing_confirmations`` times over ``missing_grace``, and the
-        listing complete), else a :class:`Failed` that keeps the page's content."""
-        if digest is None:
-            assert isinstance(outcome, Changed) and outcome.extracted is not None
-            digest = outcome.extracted.content_hash
+        content hash, seen ``missing_confirmations`` times over ``missing_grace``; when it
+        ``retires`` a record, after a complete listing too), else a :class:`Failed` that keeps
+        the page's content."""
+        text = outcome.extracted if isinstance(outcome, Changed) else None
+        digest = digest or (text.content_hash if text else "")
         decided = self._decided.get((outcome.page.doc_key, digest))
         if decided is not None:  # judged in this pass already (a copy's change, then its copy)
-            return outcome if not isinstance(decided, Failed) else decided
+            return decided
         source, now = self.source, self.engine.clock().timestamp()
-        before = Held.of(self.engine.state.attempts.get(outcome.page.doc_key))
+        before = self.held.get(outcome.page.doc_key)
         seen, since = (
             (before.count, epoch(before.since))
             if before and before.kind == "change" and before.digest == digest
@@ -172,39 +196,42 @@ class Watch:
         count, first, confirmed = missing_step(
             seen, since, now, confirmations=source.missing_confirmations, grace=source.missing_grace
         )
-        if confirmed and self.listing_complete(seen_before=seen > 0):
+        blocked = self.listing_blocks(seen_before=seen > 0) if retires else None
+        if confirmed and blocked is None:
             log.info("%s: %s, confirmed (%d observations)", outcome.page.url, why, count)
             self._decided[(outcome.page.doc_key, digest)] = outcome
             return outcome
+        wait = blocked or f"{count}/{source.missing_confirmations} observations since {iso(first)}"
         reason = (
-            f"{why}: held until confirmed ({count}/{source.missing_confirmations} observations "
-            f"since {iso(first)}, over missing_grace, with a complete listing); the indexed "
-            "content is kept"
+            f"{why}: held until confirmed ({wait}; missing_confirmations over missing_grace); "
+            "the indexed content is kept"
         )
-        held = Failed(
-            outcome.page,
-            outcome.exchange,
-            reason=reason,
-            verdict="held",
-            transient=True,
-            held=Held("change", digest, count, iso(first)),
+        page_shape = shape(text.markdown, text.title) if text else None
+        held = Held("change", digest, count, iso(first), page_shape)
+        if page_shape is not None and source.outage_pages > 0:
+            self.remember(outcome.page.doc_key, (host_of(outcome.page.url), page_shape), held)
+        failed = Failed(
+            outcome.page, outcome.exchange, reason=reason, verdict="held", transient=True, held=held
         )
-        self._decided[(outcome.page.doc_key, digest)] = held
-        return held
+        self._decided[(outcome.page.doc_key, digest)] = failed
+        return failed
 
-    def listing_complete(self, *, seen_before: bool) -> bool:
-        """Whether a change may be confirmed now: the source's last listing was complete, and
-        so is this pass's so far. A crawl's listing is known complete only at its end, so a
-        change a crawl pass holds is confirmed by a later pass (``seen_before``)."""
-        if self.listing and (self.discovery.incomplete_reasons or (self.crawl and not seen_before)):
-            return False
+    def listing_blocks(self, *, seen_before: bool) -> str | None:
+        """Why a record may not be retired now, or None: the source's last listing was
+        incomplete, or this pass's is so far. A crawl's listing is known complete only at its
+        end, so what a crawl pass holds is confirmed by a later pass (``seen_before``)."""
+        if self.listing and self.discovery.incomplete_reasons:
+            return "this pass's listing is incomplete"
+        if self.listing and self.crawl and not seen_before:
+            return "a crawl's listing is known complete only at its end"
         last = self.engine.state.runs.get_listing(self.source.id)
-        return last is None or bool(last["complete"])
+        if last is not None and not last["complete"]:
+            return "the last listing was incomplete"
+        return None
 
-    def outage(self, outcome: Outcome, arrival: Arrival) -> Failed:
+    def outage(self, outcome: Outcome, arrival: Arrival, before: Held | None) -> Failed:
         """A page that served the host's outage page: it fails, keeping its content."""
         assert isinstance(outcome, Changed) and outcome.extracted is not None
-        before = Held.of(self.engine.state.attempts.get(outcome.page.doc_key))
         now = iso(self.engine.clock())
         count, since = (
             (before.count + 1, before.since)
@@ -212,19 +239,23 @@ class Watch:
             else (1, now)
         )
         title = outcome.extracted.title
+        kept = "its indexed content is kept" if self.keeps_content(outcome) else "not indexed"
         reason = (
-            f"suspected outage: {arrival[0]} serves one page ({title!r}) for many URLs, seen "
-            f"{count} time(s) since {since}; not content: the indexed content is kept and the "
-            "page is asked again at the next run"
+            f"suspected outage: {arrival[0]} serves one page ({title!r}) for many of its "
+            f"URLs, seen here {count} time(s) since {since}; not content: {kept}, and the page "
+            "is asked again at the next run"
         )
         self.name(arrival[0], f"suspected outage: one page ({title!r}) for many URLs")
+        held = Held("outage", arrival[1], count, since, arrival[1])
+        if self.keeps_content(outcome):
+            self.remember(outcome.page.doc_key, arrival, held)
         return Failed(
             outcome.page,
             outcome.exchange,
             reason=reason,
             verdict="outage",
             transient=True,
-            held=Held("outage", arrival[1], count, since),
+            held=held,
         )
 
     def name(self, host: str, what: str) -> None:

@@ -183,6 +183,7 @@ class Failed(Outcome):
     transient: bool = False
     pause_until: float | None = None  # Unix time the host is paused until (Retry-After etc.)
     held: Held | None = None  # what the page served that is held back
+    outage: str = ""  # the outage page a page's own response was ("a bot challenge …")
 
 
 @dataclass(frozen=True)

@@ -161,21 +161,20 @@ class SourceSync:
         """Read the source's listing and check its due pages (with ``queue``, put them on the
         shared work queue instead), then the known pages a complete listing left out."""
         source, counters = self.source, self.report.counters
-        self.watch.listing, self.watch.crawl = True, self.crawl is not None
+        self.watch.listing_pass(crawl=self.crawl is not None)
         listed = self._listed()
         # The pages known before the listing: it may commit new ones (README "Deletion safety")
         known = self.engine.state.documents.in_force(source.id) if self.prunable else {}
         found = guarded(self.connector.discover(self.discovery), self.discovery, source)
         with self._pool() as pool:
-            if self.crawl is not None:
-                self.crawl_levels(pool, listed, found, queue=queue)
-            else:
-                self.batches(pool, listed, found, queue=queue)
             # Only a complete listing is evidence that a page it left out is gone. After an
             # incomplete one, the pages it did not list are checked on their own schedule, as
             # any page, and keep their state (README "Deletion safety").
-            distrusted = bool(known) and not self.discovery.incomplete_reasons
-            distrusted = distrusted and self.distrust(listed, known)
+            if self.crawl is not None:
+                self.crawl_levels(pool, listed, found, queue=queue)
+                distrusted = self.judge_listing(listed, known)
+            else:
+                distrusted = self.batches(pool, listed, found, queue=queue, known=known)
             self.report.incomplete = list(self.discovery.incomplete_reasons)
             if self.report.incomplete:
                 counters.listings_incomplete += 1
@@ -192,6 +191,13 @@ class SourceSync:
             ]
             self.check(pool, listed, work, queue=queue)
         return self.report
+
+    def judge_listing(self, listed: SourceListing, known: dict[str, str]) -> bool:
+        """Whether the listing, read whole and complete so far, is taken as broken
+        (:meth:`distrust`)."""
+        return (
+            bool(known) and not self.discovery.incomplete_reasons and self.distrust(listed, known)
+        )
 
     def distrust(self, listed: SourceListing, known: dict[str, str]) -> bool:
         """Whether a complete listing leaves out more than ``max_unlisted_share`` of the pages
@@ -214,10 +220,22 @@ class SourceSync:
         return self.scope.refuse_page(url) is not None
 
     def batches(
-        self, pool: ThreadPoolExecutor, listed: SourceListing, found: Found, *, queue: bool
-    ) -> None:
-        """Check the listed pages in batches, each closed by the checkpoint after it."""
+        self,
+        pool: ThreadPoolExecutor,
+        listed: SourceListing,
+        found: Found,
+        *,
+        queue: bool,
+        known: dict[str, str],
+    ) -> bool:
+        """Check the listed pages in batches, each closed by the checkpoint after it; returns
+        whether the listing is taken as broken (:meth:`distrust`), judged once it is read
+        whole, before its last batch is checked: no page of a pass whose listing is
+        incomplete is retired as a copy (README "Deletion safety", outage pages)."""
+        distrusted = False
         for batch, checkpoint in listed.batches(found):
+            if checkpoint is None:  # the listing's end: what it left out is known
+                distrusted = self.judge_listing(listed, known)
             self.report.counters.candidates_discovered += len(batch)
             work = [(key, cand, False) for key, cand in batch]
             self.check(pool, listed, work, queue=queue)
@@ -225,6 +243,7 @@ class SourceSync:
                 self.engine.state.discovery.put_checkpoint(
                     self.source.id, checkpoint.value, self.engine.now()
                 )
+        return distrusted
 
     def crawl_levels(
         self, pool: ThreadPoolExecutor, listed: SourceListing, found: Found, *, queue: bool
@@ -343,7 +362,13 @@ class SourceSync:
             alias, document = asked.get(key), documents.get(key)
             held = (alias.etag, alias.last_modified) if alias else validators.get(key)
             host = host_of(candidate.published or candidate.url)
-            wanted = self.run.refetch or key in refetch or watched.get(host, False)
+            # A page held back is asked in full: a 304 would forget what it served.
+            wanted = (
+                self.run.refetch
+                or key in refetch
+                or watched.get(host, False)
+                or key in self.watch.held
+            )
             in_full = refetch_due(document, held, wanted=wanted, now=now)
             batch.append(
                 Page(

@@ -6,29 +6,39 @@ import builtins
 import zlib
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ragsync.models import AttemptState
 from ragsync.state.repository import Repository
+
+HeldKind = Literal["outage", "change"]
 
 
 @dataclass(frozen=True)
 class Held:
     """What a page served that is held back, seen ``count`` times since ``since`` (README
-    "Deletion safety", outage pages): ``kind`` "outage" (``digest`` the outage page's shape,
-    :func:`ragsync.outage.shape`) or "change" (``digest`` the held content's hash)."""
+    "Deletion safety", outage pages): ``kind`` "outage" (an outage page) or "change" (a change
+    waiting for its confirmation); ``digest`` the content hash of what it served (an outage
+    page's: its ``shape``), ``shape`` its :func:`ragsync.outage.shape`, when known."""
 
-    kind: str
+    kind: HeldKind
     digest: str
     count: int
     since: str
+    shape: str | None = None
 
     @classmethod
     def of(cls, row: dict[str, Any] | None) -> Held | None:
         """The held part of a ``fetch_attempts`` row, if any."""
         if not row or not row.get("held_kind"):
             return None
-        return cls(row["held_kind"], row["held_hash"], row["held_count"], row["held_since"])
+        return cls(
+            row["held_kind"],
+            row["held_hash"],
+            row["held_count"],
+            row["held_since"],
+            row.get("held_shape"),
+        )
 
 
 class Attempts(Repository):
@@ -84,6 +94,7 @@ class Attempts(Repository):
                     "held_hash": held.digest if held else None,
                     "held_count": held.count if held else None,
                     "held_since": held.since if held else None,
+                    "held_shape": held.shape if held else None,
                 },
                 pk="doc_key",
             )
@@ -146,8 +157,15 @@ class Attempts(Repository):
                 later[row["doc_key"]] = row["lastmod"]
         return held, due, later
 
-    def outage_pages(self, source_id: str) -> builtins.list[tuple[str, str]]:
-        """``(url, shape)`` of each page of ``source_id`` held because it served an outage
-        page: while one is, that page is the host's outage page."""
-        sql = "select url, held_hash from fetch_attempts where source_id = ? and held_kind = ?"
-        return [(row["url"], row["held_hash"]) for row in self.db.query(sql, [source_id, "outage"])]
+    def held(self, source_id: str) -> builtins.list[tuple[str, str, Held]]:
+        """``(doc key, url, held)`` of each record of ``source_id`` with content of its own (not
+        tombstoned) held back by what it served: the evidence, across windows and runs, that
+        pages of one host arrive at one text (README "Deletion safety", outage pages). A URL
+        never indexed is no evidence: it had nothing of its own to lose."""
+        sql = (
+            "select a.doc_key, a.url, a.held_kind, a.held_hash, a.held_count, a.held_since, "
+            "a.held_shape from fetch_attempts a join documents d on d.doc_key = a.doc_key "
+            "where a.source_id = ? and a.held_kind is not null and d.status != 'tombstoned'"
+        )
+        rows = self.db.query(sql, [source_id])
+        return [(row["doc_key"], row["url"], held) for row in rows if (held := Held.of(row))]

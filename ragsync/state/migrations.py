@@ -389,11 +389,12 @@ def _m020_refetch(db: Any) -> None:
 
 def _m021_held_changes(db: Any) -> None:
     # What a page served that is held back (README "Deletion safety", outage pages):
-    # held_kind "outage" (an outage page, held_hash its shape) or "change" (a change waiting
-    # for confirmation, held_hash its content hash), seen held_count times since held_since.
+    # held_kind "outage" (an outage page) or "change" (a change waiting for confirmation),
+    # held_hash its content hash (an outage page's: its shape), held_shape its shape, seen
+    # held_count times since held_since.
     attempts = db.table("fetch_attempts")
-    for column, kind in (("held_kind", str), ("held_hash", str), ("held_since", str)):
-        attempts.add_column(column, kind)
+    for column in ("held_kind", "held_hash", "held_since", "held_shape"):
+        attempts.add_column(column, str)
     attempts.add_column("held_count", int)
 
 

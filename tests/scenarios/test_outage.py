@@ -38,14 +38,15 @@ def points(syncer: Syncer) -> dict[str, str]:
 
 @pytest.fixture
 def outage_site(tmp_path, embedder):
-    """``(site, clock, syncer, build)``: five pages synced once; ``build(kind)`` makes another
-    syncer of the same site (``crawl`` from its first page)."""
+    """``(site, clock, build)``: five pages served; ``build(kind, folder=…, **source keys)``
+    makes a syncer of them (``crawl`` from the first page), its state in ``folder`` (another
+    syncer's, to change its configuration)."""
     made: list[Syncer] = []
     site = DevSite(example_pages(5))
     site.start()
     clock = Clock()
 
-    def build(kind: str = "sitemap", **extra: object) -> Syncer:
+    def build(kind: str = "sitemap", *, folder: str = "", **extra: object) -> Syncer:
         if kind == "crawl":
             source = {"id": "docs", "kind": "crawl", "url": site.base_url + "/guide/page-0"}
             links = "".join(f'<a href="/guide/page-{i}">{i}</a>' for i in range(5))
@@ -54,7 +55,9 @@ def outage_site(tmp_path, embedder):
         else:
             source = sitemap_source(site)
         syncer = Syncer(
-            make_config(tmp_path / f"{kind}{len(made)}", [{**source, "every": "1h", **extra}]),
+            make_config(
+                tmp_path / (folder or f"{kind}{len(made)}"), [{**source, "every": "1h", **extra}]
+            ),
             embedder=embedder,
             clock=clock,
         )
@@ -237,7 +240,6 @@ def test_a_record_turns_into_a_copy_only_when_confirmed_and_the_listing_is_compl
     holder = site.pages["/guide/page-1"]
     site.set_page("/guide/page-4", holder.title, holder.body)
     broken = {"on": True}
-    listed = site.listed
 
     def fault(path, headers):  # the sitemap fails while broken["on"]
         return (500, {}, b"oops") if path == "/sitemap.xml" and broken["on"] else None
@@ -251,7 +253,6 @@ def test_a_record_turns_into_a_copy_only_when_confirmed_and_the_listing_is_compl
     assert "serves the same page as" in " ".join(result.sources["docs"].errors)
 
     broken["on"] = False
-    site.listed = listed
     clock.advance(hours=1)
     done = syncer.run(revalidate_all=True)
     # The stored listing was incomplete: this complete one allows the copy from the next pass.
@@ -274,3 +275,148 @@ def test_outage_markers_false_reads_a_marked_page_as_content(outage_site):
     assert result.counters.documents_updated == 1
     texts = [text for url, text in points(syncer).values() if url.endswith("/guide/page-2")]
     assert texts and all("back soon" in text for text in texts)
+
+
+def outage_everywhere(path, headers):
+    """Every page of the site serves UPGRADING; its sitemap and robots.txt still answer."""
+    if path.startswith(("/robots", "/sitemap")):
+        return None
+    return 200, {"Content-Type": "text/html"}, UPGRADING
+
+
+SHORT = "<h1>Guide 2</h1><p>Moved to the handbook.</p>"
+
+
+@pytest.mark.parametrize("kind", ["sitemap", "crawl"])
+def test_a_held_change_is_confirmed_on_time_in_a_crawl_and_beside_a_broken_sitemap(
+    outage_site, kind
+):
+    """A page that really shrinks is held for missing_grace, not longer: its hold keeps a
+    crawl complete (its stored links stand), and a listing incomplete for another reason (a
+    child sitemap that fails) does not hold it further — only a record's retirement waits
+    for a complete listing."""
+    site, clock, build = outage_site
+    syncer = build(kind)
+    syncer.run()
+    if kind == "sitemap":
+        site.fault = lambda path, headers: (404, {}, b"gone") if path == "/sitemap.xml" else None
+    site.set_page("/guide/page-2", "Guide 2", SHORT)
+    url = site.base_url + "/guide/page-2"
+    clock.advance(hours=2)
+    first = syncer.run(revalidate_all=True)
+    assert first.counters.changes_held == 1
+    assert (kind == "sitemap") == bool(first.sources["docs"].incomplete)  # the crawl: complete
+    clock.advance(hours=2)
+    second = syncer.run(revalidate_all=True)
+    assert second.counters.changes_held == 0 and second.counters.documents_updated == 1
+    texts = [text for u, text in points(syncer).values() if u == url]
+    assert texts and all("Moved to the handbook" in text for text in texts)
+
+
+def test_outage_pages_0_releases_what_the_outage_rule_held(outage_site):
+    """The README's way out for a site that really replaces many pages with one text."""
+    site, clock, build = outage_site
+    syncer = build(folder="state")
+    syncer.run()
+    retired = (
+        "<h1>Example Docs</h1><p>This product is retired; its documentation now lives on the "
+        "new site.</p>"
+    )
+    for i in range(5):
+        site.set_page(f"/guide/page-{i}", "Example Docs", retired)
+    clock.advance(hours=2)
+    assert syncer.run().counters.outage_pages == 5
+    syncer.close()
+
+    released = build(folder="state", outage_pages=0)
+    for _ in range(2):
+        clock.advance(hours=2)
+        result = released.run()
+    assert result.ok and result.counters.outage_pages == 0
+    assert len({url for url, _ in points(released).values()}) == 1  # one page, its copies
+    assert released.verify().clean
+
+
+def test_a_copy_is_not_retired_in_a_pass_whose_listing_is_taken_as_broken(outage_site):
+    site, clock, build = outage_site
+    syncer = build()
+    syncer.run()
+    holder = site.pages["/guide/page-1"]
+    site.set_page("/guide/page-4", holder.title, holder.body)
+    clock.advance(hours=2)
+    assert syncer.run(revalidate_all=True).counters.changes_held == 1
+    site.listed = lambda: ["/guide/page-1", "/guide/page-4"]  # 3 of the 5 left out
+    clock.advance(hours=2)
+    result = syncer.run(revalidate_all=True)
+    assert "max_unlisted_share" in " ".join(result.sources["docs"].incomplete)
+    assert result.counters.duplicates == result.counters.tombstones_created == 0
+
+
+def test_a_short_page_with_a_comment_widget_is_a_page(outage_site):
+    site, clock, build = outage_site
+    site.set_page(
+        "/guide/release-2-1",
+        "Release 2.1",
+        "<h1>Release 2.1</h1><p>Version 2.1 fixes the TLS renegotiation bug and speeds up the "
+        'replication catch-up after a failover.</p><div id="disqus_thread"></div><noscript>'
+        'Please enable JavaScript to view the <a href="https://disqus.com/?ref_noscript">'
+        "comments powered by Disqus.</a></noscript>",
+    )
+    syncer = build()
+    result = syncer.run()
+    assert result.ok and result.counters.outage_pages == 0
+    assert any(url.endswith("/release-2-1") for url, _ in points(syncer).values())
+
+
+def test_small_windows_never_collapse_a_site_into_its_outage_page(outage_site):
+    """Workers claiming two pages at a time: the evidence of earlier batches (their held
+    pages) counts, so the outage page is found though no batch holds three pages. Only a
+    page whose window saw it alone first can be read as content (README: the limit)."""
+    from ragsync.worker import Worker
+
+    site, clock, build = outage_site
+    syncer = build()
+    syncer.run()
+    before = points(syncer)
+    site.fault = outage_everywhere
+    for _ in range(3):
+        clock.advance(hours=2)
+        result = Worker(syncer, batch=2).run(until_idle=True)
+        assert result.counters.duplicates == result.counters.tombstones_created == 0
+    now = points(syncer)
+    taken = {url for url, text in now.values() if "status.example.com" in text}
+    assert len(taken) <= 1
+    assert {pid: item for pid, item in now.items() if item[0] not in taken} == {
+        pid: item for pid, item in before.items() if item[0] not in taken
+    }
+    site.fault = None
+    clock.advance(hours=2)
+    Worker(syncer, batch=2).run(until_idle=True)
+    assert points(syncer) == before and syncer.verify().clean
+
+
+def test_a_held_page_is_asked_in_full_so_a_304_cannot_forget_it(outage_site):
+    """A server answering 304 to every conditional request: a page held back is asked
+    without its validators, and its change is confirmed on time."""
+    site, clock, build = outage_site
+
+    def lying(path, headers):
+        if not path.startswith("/guide"):
+            return None
+        if headers.get("If-None-Match"):
+            return 304, {"ETag": '"c"'}, b""
+        page = site.render(site.pages[path]).encode()
+        return 200, {"ETag": '"c"', "Content-Type": "text/html"}, page
+
+    site.fault = lying
+    syncer = build()
+    syncer.run()
+    site.set_page("/guide/page-2", "Guide 2", SHORT)
+    url = site.base_url + "/guide/page-2"
+    held = []
+    for _ in range(3):
+        clock.advance(hours=2)
+        held.append(syncer.run().counters.changes_held)
+    assert held[0] == 1 and held[-1] == 0
+    texts = [text for u, text in points(syncer).values() if u == url]
+    assert texts and all("Moved to the handbook" in text for text in texts)
