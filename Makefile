@@ -59,6 +59,7 @@ bench: $(EVAL_STAMP)
 	$(BIN)/python eval/bench_stores.py --sizes 1000000 --engines qdrant-edge --name stores-1m
 	$(BIN)/python eval/bench_workers.py
 	$(BIN)/python eval/bench_faults.py
+	$(BIN)/python eval/bench_outage.py --limit 3000
 	$(BIN)/python eval/bench_docsites.py
 	$(BIN)/python eval/bench_backends.py --pages 200
 	$(BIN)/python eval/bench_search.py
