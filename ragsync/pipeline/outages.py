@@ -131,12 +131,18 @@ class Watch:
             share=self.source.outage_share,
         )
         judged = list(outcomes)
+        for i, arrival in self.indexed_outages(outcomes):
+            document = outcomes[i].page.document
+            assert document is not None
+            before = held.get(outcomes[i].page.doc_key)
+            judged[i] = self.outage(outcomes[i], arrival, before, title=document["title"] or "")
         for arrival, at in arrivals.items():
             if arrival in self._outages:
                 for i in at:
-                    judged[i] = self.outage(
-                        outcomes[i], arrival, held.get(outcomes[i].page.doc_key)
-                    )
+                    outcome = outcomes[i]
+                    assert isinstance(outcome, Changed) and outcome.extracted is not None
+                    before = held.get(outcome.page.doc_key)
+                    judged[i] = self.outage(outcome, arrival, before, title=outcome.extracted.title)
                 continue
             # Records of distinct texts arriving at one: a site-wide page, or a real merge.
             records = [i for i in at if self.keeps_content(outcomes[i])]
@@ -149,6 +155,23 @@ class Watch:
                 elif (why := self.suspicion(outcome, suspect)) is not None:
                     judged[i] = self.hold(outcome, why)
         return judged
+
+    def indexed_outages(self, outcomes: Sequence[Outcome]) -> list[tuple[int, Arrival]]:
+        """The pages of ``outcomes`` found unchanged whose indexed content is their host's
+        outage page (one read as content, alone in its window, before the outage was found):
+        held as the others, they are asked again at every run, not at their revisit time, and
+        get their content back when the site does."""
+        hosts = {host for host, _ in self._outages}
+        found: list[tuple[int, Arrival]] = []
+        for i, outcome in enumerate(outcomes):
+            document = outcome.page.document
+            host = host_of(outcome.page.url)
+            if host not in hosts or not isinstance(outcome, Unchanged) or document is None:
+                continue
+            arrival = (host, shape(document["markdown"] or "", document["title"] or ""))
+            if arrival in self._outages:
+                found.append((i, arrival))
+        return found
 
     def keeps_content(self, outcome: Outcome) -> bool:
         """Whether the page has content of its own indexed before this pass (what a change
@@ -229,16 +252,17 @@ class Watch:
             return "the last listing was incomplete"
         return None
 
-    def outage(self, outcome: Outcome, arrival: Arrival, before: Held | None) -> Failed:
-        """A page that served the host's outage page: it fails, keeping its content."""
-        assert isinstance(outcome, Changed) and outcome.extracted is not None
+    def outage(
+        self, outcome: Outcome, arrival: Arrival, before: Held | None, *, title: str
+    ) -> Failed:
+        """A page that served the host's outage page (titled ``title``): it fails, keeping
+        its content."""
         now = iso(self.engine.clock())
         count, since = (
             (before.count + 1, before.since)
             if before and before.kind == "outage" and before.digest == arrival[1]
             else (1, now)
         )
-        title = outcome.extracted.title
         kept = "its indexed content is kept" if self.keeps_content(outcome) else "not indexed"
         reason = (
             f"suspected outage: {arrival[0]} serves one page ({title!r}) for many of its "

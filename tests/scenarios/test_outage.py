@@ -420,3 +420,26 @@ def test_a_held_page_is_asked_in_full_so_a_304_cannot_forget_it(outage_site):
     assert held[0] == 1 and held[-1] == 0
     texts = [text for u, text in points(syncer).values() if u == url]
     assert texts and all("Moved to the handbook" in text for text in texts)
+
+
+def test_a_page_read_as_content_alone_is_held_once_the_outage_is_found(outage_site):
+    """The rule's limit and what follows it: a page asked alone (a resync) that serves an
+    outage page no marker names is read as content; once the other pages show the outage,
+    it is held with them, asked again at every run, and gets its page back with the site."""
+    site, clock, build = outage_site
+    syncer = build()
+    syncer.run()
+    before = points(syncer)
+    site.fault = outage_everywhere
+    clock.advance(hours=2)
+    alone = syncer.resync([site.base_url + "/guide/page-3"])
+    assert alone.ok and alone.counters.documents_updated == 1  # one page: no evidence
+    clock.advance(hours=2)
+    found = syncer.run(revalidate_all=True)
+    assert found.counters.outage_pages == 5  # page-3 too: its indexed text is the outage page
+    clock.advance(hours=2)
+    assert syncer.run().counters.outage_pages == 5  # each asked again, not at its revisit
+    site.fault = None
+    clock.advance(hours=2)
+    back = syncer.run()
+    assert back.ok and points(syncer) == before and syncer.verify().clean
