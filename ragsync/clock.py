@@ -55,3 +55,13 @@ def epoch(timestamp: str | None) -> float | None:
     60.0
     """
     return parse_iso(timestamp).timestamp() if timestamp else None
+
+
+def duration_text(seconds: float) -> str:
+    """``3600`` as ``1h``, ``5400`` as ``1h30m``, ``90`` as ``1m30s``, ``0`` as ``0s``."""
+    rest, parts = round(seconds), []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if rest >= size:
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+    return "".join(parts) or "0s"

@@ -13,7 +13,7 @@ Three rules keep such a body out of the index:
   200, arrive at one and the same text (:func:`shape`: request ids and times masked, so a
   per-request "Ray ID" does not tell them apart), that text is the host's outage page
   (:func:`outage_shapes`).
-- **A change held until confirmed.** A long page whose text shrinks to a small part of itself
+- **A change held until confirmed.** A long page whose text shrinks to almost nothing
   (:func:`shrinks`), or two records of distinct texts arriving at one text, look like an
   outage and may be one: the change waits for the missing-page rule's confirmations.
 
@@ -36,6 +36,10 @@ SHELL_WORDS = 30
 comment widget's ``<noscript>`` is a page."""
 SHRINK_MIN_WORDS = 50
 """A page shorter than this may shrink as it likes: a stub edited is not an outage."""
+NEAR_EMPTY_WORDS = 60
+"""A page shrunk to more words than this is a page: FastAPI 0.140.0 cut two pages of 1,150 and
+3,024 words to stubs of 95 and 125 that point elsewhere; login walls and maintenance pages
+say less."""
 
 # An error page's <title> is the error alone: a status code, the phrase, at most a server or
 # vendor name after it ("503 Service Temporarily Unavailable", "502 Bad Gateway | openresty");
@@ -171,14 +175,21 @@ def shape(markdown: str, title: str) -> str:
 
 def shrinks(old_words: int, new_words: int, *, share: float) -> bool:
     """Whether a page of ``old_words`` words edited to ``new_words`` keeps less than ``share``
-    of them: a near-empty body replacing a long page (``share`` 0: never).
+    of them and at most :data:`NEAR_EMPTY_WORDS`: a near-empty body replacing a long page
+    (``share`` 0: never).
 
     Example::
 
         >>> shrinks(800, 12, share=0.1), shrinks(800, 400, share=0.1), shrinks(30, 1, share=0.1)
         (True, False, False)
+        >>> shrinks(1150, 95, share=0.1)  # a real page cut to a stub
+        False
     """
-    return old_words >= SHRINK_MIN_WORDS and new_words < old_words * share
+    return (
+        old_words >= SHRINK_MIN_WORDS
+        and new_words <= NEAR_EMPTY_WORDS
+        and new_words < old_words * share
+    )
 
 
 def outage_shapes(

@@ -8,23 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ragsync.clock import parse_iso
+from ragsync.clock import duration_text, parse_iso
 from ragsync.models import Hit
 
 if TYPE_CHECKING:
     from ragsync.verify import VerifyReport
 
 SECONDS_SHOWN = timedelta(minutes=10)  # a moment closer than this is named to the second
-
-
-def duration_text(seconds: float) -> str:
-    """``3600`` as ``1h``, ``5400`` as ``1h30m``, ``90`` as ``1m30s``, ``0`` as ``0s``."""
-    rest, parts = round(seconds), []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if rest >= size:
-            parts.append(f"{rest // size}{unit}")
-            rest %= size
-    return "".join(parts) or "0s"
 
 
 def moment_text(timestamp: str, now: datetime | None = None) -> str:

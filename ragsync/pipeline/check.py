@@ -362,7 +362,13 @@ class PageChecker:
             what = "HTTP 200 with Retry-After"
             reason = f"outage page: {what}: {after}, a temporary page, not content; {kept}"
             return Failed(
-                page, exchange, reason=reason, verdict="outage", transient=True, outage=what
+                page,
+                exchange,
+                reason=reason,
+                verdict="outage",
+                transient=True,
+                outage=what,
+                answered="responses_200_changed",
             )
         if marker(response.body) is None:
             return None
@@ -378,7 +384,15 @@ class PageChecker:
             f"outage page: {what} ({extracted.title!r}, {words(extracted.markdown)} words), "
             f"not the page; {kept}"
         )
-        return Failed(page, exchange, reason=reason, verdict="outage", transient=True, outage=what)
+        return Failed(
+            page,
+            exchange,
+            reason=reason,
+            verdict="outage",
+            transient=True,
+            outage=what,
+            answered="responses_200_changed",
+        )
 
     def links(self, response: Response) -> PageLinks | None:
         """The outlinks of a body, when the source crawls (none in a body that is not HTML)."""

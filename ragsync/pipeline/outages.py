@@ -25,7 +25,7 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence, Set
 
-from ragsync.clock import epoch, iso
+from ragsync.clock import duration_text, epoch, iso
 from ragsync.config import SourceConfig
 from ragsync.discovery import DiscoveryContext
 from ragsync.models import DocumentStatus, SourceOutcome
@@ -224,17 +224,25 @@ class Watch:
             log.info("%s: %s, confirmed (%d observations)", outcome.page.url, why, count)
             self._decided[(outcome.page.doc_key, digest)] = outcome
             return outcome
-        wait = blocked or f"{count}/{source.missing_confirmations} observations since {iso(first)}"
-        reason = (
-            f"{why}: held until confirmed ({wait}; missing_confirmations over missing_grace); "
-            "the indexed content is kept"
+        earliest = iso(first + source.missing_grace)
+        wait = blocked or (
+            f"{count} of missing_confirmations = {source.missing_confirmations} observations "
+            f"since {iso(first)}, over missing_grace = {duration_text(source.missing_grace)}: "
+            f"not before {earliest}"
         )
+        reason = f"{why}: held until confirmed ({wait}); the indexed content is kept"
         page_shape = shape(text.markdown, text.title) if text else None
         held = Held("change", digest, count, iso(first), page_shape)
         if page_shape is not None and source.outage_pages > 0:
             self.remember(outcome.page.doc_key, (host_of(outcome.page.url), page_shape), held)
         failed = Failed(
-            outcome.page, outcome.exchange, reason=reason, verdict="held", transient=True, held=held
+            outcome.page,
+            outcome.exchange,
+            reason=reason,
+            verdict="held",
+            transient=True,
+            held=held,
+            answered=outcome.response_counter(),
         )
         self._decided[(outcome.page.doc_key, digest)] = failed
         return failed
@@ -280,6 +288,7 @@ class Watch:
             verdict="outage",
             transient=True,
             held=held,
+            answered=outcome.response_counter(),
         )
 
     def name(self, host: str, what: str) -> None:
@@ -295,7 +304,9 @@ class Watch:
         if count == 1:
             self._lines[key] = len(self.report.outages)
             self.report.outages.append(line)
-            log.warning("%s: %s", self.source.id, line)
+            log.warning(
+                "%s: %s: %s (the run's report counts the pages held)", self.source.id, host, what
+            )
         else:
             self.report.outages[self._lines[key]] = line
 

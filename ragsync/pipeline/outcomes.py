@@ -184,6 +184,10 @@ class Failed(Outcome):
     pause_until: float | None = None  # Unix time the host is paused until (Retry-After etc.)
     held: Held | None = None  # what the page served that is held back
     outage: str = ""  # the outage page a page's own response was ("a bot challenge …")
+    answered: str | None = None  # a held page's response counter: what came over the wire
+
+    def response_counter(self) -> str | None:
+        return self.answered
 
 
 @dataclass(frozen=True)

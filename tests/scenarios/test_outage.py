@@ -161,6 +161,7 @@ def test_an_outage_page_found_once_holds_a_page_asked_alone_later(outage_site):
     clock.advance(hours=2)
     first = syncer.run(revalidate_all=True)
     assert first.counters.outage_pages == 5
+    assert first.counters.responses_200_changed == 5  # what came over the wire, held
     (line,) = first.sources["docs"].outages
     assert "suspected outage: one page ('Example Docs')" in line and "5 page(s) held" in line
 
