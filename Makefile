@@ -29,7 +29,7 @@ E2E := tests/scenarios/test_sync_e2e.py tests/scenarios/test_identity.py \
 	tests/scenarios/test_deletion.py tests/scenarios/test_crash.py \
 	tests/scenarios/test_verify_status.py tests/scenarios/test_plan_reindex.py \
 	tests/scenarios/test_absence.py tests/scenarios/test_hybrid.py \
-	tests/scenarios/test_lying_validators.py
+	tests/scenarios/test_lying_validators.py tests/scenarios/test_outage.py
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 	RAGSYNC_TEST_STATE=postgres RAGSYNC_TEST_STORE=pgvector $(BIN)/python -m pytest -q \
