@@ -1,7 +1,9 @@
 """The ``ragsync`` command: parse flags, call the Python API, render the result.
 
 Exit codes: 0 success; 1 the run finished but some work failed; 2 usage or configuration error;
-3 another process holds the state (a pass or workers): nothing was done (``--wait`` waits).
+3 another process holds the state (a pass or workers): nothing was done (``--wait`` waits);
+4 something the work needs ran out or went away (space on a device, open files, a database
+server): the one line names it, and nothing committed is lost.
 ``--json`` output goes to stdout alone; human output and logs go to stderr.
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -18,7 +21,7 @@ from typing import Any, cast
 import click
 
 from ragsync import __version__
-from ragsync.errors import ConfigError, RagsyncError
+from ragsync.errors import ConfigError, RagsyncError, ResourceError
 from ragsync.render import print_plan, print_report, print_status, print_verify, render_hit
 from ragsync.runlock import RunLocked
 
@@ -54,11 +57,29 @@ def _errors_to_exit_codes(func: Callable[..., Any]) -> Callable[..., Any]:
         except RunLocked as exc:
             click.echo(f"ragsync: {exc}", err=True)
             sys.exit(3)
+        except ResourceError as exc:
+            _ran_out(exc, exc)
         except RagsyncError as exc:
             click.echo(f"ragsync: {exc}", err=True)
             sys.exit(1)
+        except (OSError, sqlite3.Error) as exc:  # one that no layer named: name it here
+            from ragsync.resources import resource_error
+
+            found = resource_error(exc)
+            if found is None:
+                raise
+            _ran_out(found, exc)
 
     return wrapper
+
+
+def _ran_out(error: ResourceError, cause: BaseException) -> None:
+    """One line naming what ran out and where (the traceback too with -v), then exit 4."""
+    context = click.get_current_context(silent=True)
+    if context is not None and (context.find_root().obj or {}).get("verbose"):
+        logging.getLogger("ragsync").error("traceback", exc_info=cause)
+    click.echo(f"ragsync: {error}", err=True)
+    sys.exit(4)
 
 
 @click.group()
@@ -68,7 +89,7 @@ def _errors_to_exit_codes(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.pass_context
 def main(ctx: click.Context, verbose: int, quiet: bool) -> None:
     """Keep a RAG vector index exactly in sync with its web sources."""
-    ctx.obj = {"quiet": quiet}
+    ctx.obj = {"quiet": quiet, "verbose": verbose}
     level = (
         logging.ERROR
         if quiet

@@ -8,7 +8,9 @@
     ├── ExtractError           a body could not be turned into Markdown
     ├── StateError             the state DB is unusable (locked, newer schema, corrupt)
     ├── StoreError             the vector store refused an operation
-    └── EmbedError             the embedding service failed (after its retries)
+    ├── EmbedError             the embedding service failed (after its retries)
+    └── ResourceError          something a run needs ran out or went away: space on a device,
+                               open files, a database server (exit code 4)
 
 Every message names the file, key, URL or status at fault. Errors raised by lower libraries
 are wrapped at the boundary with ``raise ... from``.
@@ -78,3 +80,20 @@ class EmbedError(RagsyncError):
         self.reason = reason
         self.status = status
         super().__init__(f"{url}: {reason}")
+
+
+class ResourceError(RagsyncError):
+    """Something the work needs ran out or went away: the space on the device holding
+    ``where`` (a path), the process's open files, or the database server at ``where`` (a
+    host). Nothing committed is lost; the next run with the resource back converges.
+
+    Example::
+
+        ResourceError("no space left on the device", where=".ragsync/state.db (the state DB)")
+    """
+
+    def __init__(self, reason: str, *, where: str):
+        self.reason = reason
+        self.where = where
+        super().__init__(f"{where}: {reason}")
+

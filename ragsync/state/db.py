@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from ragsync.clock import iso
 from ragsync.config import StateConfig, resolve_env_url
 from ragsync.errors import StateError
+from ragsync.resources import sqlite_resource_error
 from ragsync.state.aliases import Aliases
 from ragsync.state.attempts import Attempts
 from ragsync.state.crawl import CrawlLinks
@@ -83,8 +84,9 @@ class SharedConnection(Database):
     transaction to end, and never sees it half done.
     """
 
-    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock) -> None:
+    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock, path: str) -> None:
         self.lock = lock
+        self.path = path
         super().__init__(conn)
 
     def query(self, sql: str, params: Any = None) -> Generator[dict[str, Any], None, None]:
@@ -93,7 +95,13 @@ class SharedConnection(Database):
 
     def execute(self, sql: str, parameters: Any = None) -> sqlite3.Cursor:
         with self.lock:
-            return super().execute(sql, parameters)
+            try:
+                return super().execute(sql, parameters)
+            except sqlite3.Error as exc:  # a full device: one line naming this file
+                found = sqlite_resource_error(exc, self.path)
+                if found is None:
+                    raise
+                raise found from exc
 
 
 OPEN_WAIT = 30.0  # seconds: how long opening waits for another process's write lock
@@ -160,7 +168,7 @@ class StateDB:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=OPEN_WAIT, check_same_thread=False)
-            self.db = SharedConnection(conn, self._connection_lock)
+            self.db = SharedConnection(conn, self._connection_lock, self.path)
             self._prepare()
         except sqlite3.DatabaseError as exc:
             raise StateError(f"{self.path}: cannot open the state DB: {exc}") from exc
@@ -222,14 +230,20 @@ class StateDB:
                 with self.db.atomic():
                     yield
                 return
-            self.db.conn.execute("BEGIN IMMEDIATE")
             try:
-                yield
-            except BaseException:
-                self.db.conn.rollback()
-                raise
-            else:
-                self.db.conn.execute("COMMIT")
+                self.db.conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield
+                except BaseException:
+                    self.db.conn.rollback()
+                    raise
+                else:
+                    self.db.conn.execute("COMMIT")
+            except sqlite3.Error as exc:  # a full device: one line naming this file
+                found = sqlite_resource_error(exc, self.path)
+                if found is None:
+                    raise
+                raise found from exc
 
     def lock(self, name: str) -> None:
         """Within a write transaction: exclude other writers of ``name`` until it ends
