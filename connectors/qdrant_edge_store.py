@@ -62,6 +62,11 @@ class QdrantEdgeStore:
             open_wait=config.open_wait,
         )
 
+    @property
+    def exclusive_folder(self) -> Path:
+        """One process at a time opens the shard (README "Vector stores")."""
+        return self.folder
+
     def exists(self) -> bool:
         return (self.folder / META).is_file()
 

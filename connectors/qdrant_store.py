@@ -137,6 +137,11 @@ class QdrantStore:
                 ) from exc
         return self._client
 
+    @property
+    def exclusive_folder(self) -> Path | None:
+        """Local mode: one process at a time opens the folder (README "Vector stores")."""
+        return None if self.url or self.path in (None, ":memory:") else Path(self.path)
+
     def _retry(self, what: str, call: Callable[[], T]) -> T:
         """``call()``, retried on transient server errors (writes by id are idempotent)."""
         from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse

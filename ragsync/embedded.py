@@ -1,24 +1,44 @@
-"""An embedded vector store (Qdrant Edge, Qdrant local mode) is one process's at a time.
+"""An embedded vector store (Qdrant Edge, Qdrant local mode) is one process's at a time, and
+every process can read it (README "Vector stores": *One store, many processes*).
 
-A command that finds its folder held by another process waits for it, bounded by ``[store]
-open_wait``, and asks the holder to let go by touching a file in the store's folder
-(:data:`WANTED`). ``ragsync serve``, which keeps the store open for a while after a query so
-that the next one is fast, lets go within about a second of being asked (README "Vector
-stores").
+- **The hold.** The process that opens the store holds an ``flock`` on :data:`LOCK` in its
+  folder first (:class:`FolderHold`), so no other ragsync process ever asks the library to
+  open files that are open elsewhere: a failed ``EdgeShard.load`` beside a writer truncates the
+  writer's sparse-vector journal, and its next flush fails.
+- **Reads elsewhere.** While it holds the store, a process answers reads (searches, counts) for
+  the others on a Unix socket beside it (:class:`ReadServer`, :func:`ask_holder`): a search in
+  an app never waits for a run, and never interrupts it.
+- **Writes wait.** A command that must write waits for the hold, bounded by ``[store]
+  open_wait``, and asks the holder to let go by touching :data:`WANTED` in the folder.
+  ``ragsync serve``, which keeps the store open for a while after a query so that the next one
+  is fast, lets go within about a second of being asked.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
+import json
 import logging
+import os
+import socket
+import socketserver
+import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 WANTED = ".wanted"  # in the store's folder: its modification time says when it was asked for
+LOCK = "ragsync.lock"  # in the store's folder: flock-ed by the process that has it open
+SOCKET = "ragsync.sock"  # in the store's folder when the path fits (else the temp folder)
 POLL = 0.25  # seconds between attempts to open a held store
+MAX_SOCKET_PATH = 100  # bytes: sun_path holds 108 on Linux, 104 on macOS
+MAX_REQUEST = 4 * 1024 * 1024  # bytes of one read request (a query vector and its terms)
 
 log = logging.getLogger("ragsync")
 
@@ -72,3 +92,190 @@ def open_waiting(
             )
             warned = True
         sleep(POLL)
+
+
+class FolderHold:
+    """This process's hold of an embedded store's folder: an exclusive ``flock`` on
+    :data:`LOCK`, which the kernel lets go of when the process dies, however it dies."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.since = 0.0  # Unix time it was taken
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def try_take(self) -> bool:
+        """Take the hold unless another process (or another hold in this one) has it."""
+        if self._fd is not None:
+            return True
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)  # who holds it, for the messages of those who wait
+        os.write(fd, json.dumps({"pid": os.getpid(), "since": time.time()}).encode())
+        self._fd, self.since = fd, time.time()
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def holder(self) -> str:
+        """Who holds the folder, as messages name it ("pid 1234"), from its lock file."""
+        try:
+            pid = json.loads((self.folder / LOCK).read_text())["pid"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return "another process"
+        return f"pid {pid}"
+
+
+def socket_path(folder: Path) -> Path:
+    """Where the holder of the store in ``folder`` answers reads: :data:`SOCKET` in the folder,
+    or, when that path is too long for a Unix socket, a name in the temp folder derived from
+    the folder's real path (the same in every process)."""
+    near = folder / SOCKET
+    if len(os.fsencode(near.absolute())) <= MAX_SOCKET_PATH:
+        return near.absolute()
+    digest = hashlib.sha256(os.fsencode(folder.resolve())).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"ragsync-{digest}.sock"
+
+
+class NoHolder(Exception):
+    """Nothing answers reads for the store (nobody holds it, or its holder is not ragsync)."""
+
+
+class HolderFailed(Exception):
+    """The holder answered a read with an error (its message)."""
+
+
+class ReadServer:
+    """Answers reads for other processes while this one holds the store: one JSON request
+    line, ``{"op": ..., "args": {...}}``, one JSON answer line, ``{"ok": value}`` or
+    ``{"error": message}``, per connection.
+
+    Args:
+        path: the socket's path (:func:`socket_path`).
+        answer: ``answer(op, args)``, the value to send (raises: its message is sent).
+    """
+
+    def __init__(self, path: Path, answer: Callable[[str, dict[str, Any]], Any]):
+        self.path = path
+        answer_of = answer
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                line = self.rfile.readline(MAX_REQUEST)
+                try:
+                    request = json.loads(line)
+                    reply = {"ok": answer_of(str(request["op"]), dict(request.get("args") or {}))}
+                except NoHolder:  # it let go of the store meanwhile: the asker tries again
+                    reply = {"gone": True}
+                except Exception as exc:  # the asker raises it as its own error
+                    reply = {"error": str(exc).splitlines()[0] if str(exc) else repr(exc)}
+                with contextlib.suppress(OSError):  # an asker that gave up
+                    self.wfile.write(json.dumps(reply).encode() + b"\n")
+
+        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # a dead holder's: this process holds the folder now
+        self._server = Server(str(path), Handler)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="ragsync-store-reads", daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+
+def ask_holder(path: Path, op: str, args: dict[str, Any], *, timeout: float) -> Any:
+    """One read answered by the process that holds the store.
+
+    Raises:
+        NoHolder: nothing listens on ``path``.
+        HolderFailed: the holder answered with an error, or not within ``timeout`` seconds.
+    """
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout)
+        try:
+            conn.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise NoHolder(str(path)) from exc
+        try:
+            conn.sendall(json.dumps({"op": op, "args": args}).encode() + b"\n")
+            with conn.makefile("rb") as answers:
+                line = answers.readline()
+        except TimeoutError as exc:
+            raise HolderFailed(f"no answer on {path} within {timeout:.0f} s") from exc
+        except OSError as exc:  # it let go of the store as we asked: ask again
+            raise NoHolder(str(path)) from exc
+    if not line:
+        raise NoHolder(str(path))  # it closed as it let go of the store
+    reply = json.loads(line)
+    if reply.get("gone"):
+        raise NoHolder(str(path))
+    if "error" in reply:
+        raise HolderFailed(reply["error"])
+    return reply["ok"]
+
+
+def unallocated_bytes(folder: Path) -> int:
+    """How much the store's files in ``folder`` can still grow into the device without
+    growing in length: the holes of its sparse files (Qdrant maps 32 MiB files it fills as it
+    writes, and on tmpfs as it reads). A mapped page the device cannot back is a SIGBUS,
+    which no Python code can catch, so the space is checked before (:func:`space_short`)."""
+    total = 0
+    for root, _, names in os.walk(folder):
+        for name in names:
+            with contextlib.suppress(OSError):
+                info = os.stat(os.path.join(root, name))
+                total += max(0, info.st_size - info.st_blocks * 512)
+    return total
+
+
+def allocates_on_read(folder: Path) -> bool:
+    """Whether reading a hole of a mapped file takes space on ``folder``'s device: true of
+    memory file systems (tmpfs), where a search on a nearly full device is a SIGBUS too."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return False  # not Linux: disks map holes to the zero page
+    place, kind = str(folder.resolve()), ""
+    best = -1
+    for line in mounts:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        inside = place == point or place.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > best:
+            best, kind = len(point), fields[2]
+    return kind in {"tmpfs", "shmem"}
+
+
+def space_short(folder: Path, *, margin: int) -> tuple[int, int] | None:
+    """``(free, needed)`` bytes when the device holding ``folder`` has less free space than
+    the store's files can grow into plus ``margin``; None when there is enough."""
+    place = folder
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    try:
+        free = os.statvfs(place).f_bavail * os.statvfs(place).f_frsize
+    except OSError:
+        return None
+    needed = (unallocated_bytes(folder) if folder.exists() else 0) + margin
+    return (free, needed) if free < needed else None

@@ -91,4 +91,21 @@ def open_store(config: StoreConfig) -> Any:
             'reindex`; set kind = "qdrant" to keep local mode and silence this',
             config.path,
         )
-    return store_class(kind).from_config(config)
+    from ragsync.storeguard import GuardedStore
+
+    inner = store_class(kind).from_config(config)
+    return GuardedStore(inner, name=store_name(config, kind), wait=config.open_wait)
+
+
+def store_name(config: StoreConfig, kind: str) -> str:
+    """How messages name a store: its kind, its place (a URL without its password, or a
+    folder) and its collection.
+
+    >>> from ragsync.config import StoreConfig
+    >>> store_name(StoreConfig(url="http://admin:pw@db:6333", collection="docs"), "qdrant")
+    "qdrant http://db:6333, collection 'docs'"
+    """
+    from ragsync.urls import redact_url
+
+    place = redact_url(config.url) if config.url else str(Path(config.path).absolute())
+    return f"{kind} {place}, collection {config.collection!r}"

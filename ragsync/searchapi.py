@@ -27,13 +27,10 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, cast
 
 from ragsync.config import Config
 from ragsync.embed import Embedder
-from ragsync.embedded import POLL, asked_since
-from ragsync.errors import StoreError
 from ragsync.models import Hit
 from ragsync.protocols import VectorStore
 from ragsync.retrieval import MODES, IndexFacts, Mode, retrieve
@@ -43,7 +40,6 @@ MAX_QUERY_CHARS = 2000  # a question, not a document; longer is a mistake or an 
 MAX_K = 100
 DEFAULT_K = 5
 KEEP_OPEN = 300.0  # seconds the shared store stays open after the last query
-LENT = 8 * POLL  # seconds since another process last asked for the store: not reopened
 Access = Literal["token", "loopback", "off"]
 
 log = logging.getLogger("ragsync")
@@ -193,26 +189,20 @@ class SharedStore:
         *,
         keep_open: float = KEEP_OPEN,
         clock: Callable[[], float] = time.monotonic,
-        folder: Path | None = None,
     ):
         self.opener = opener
         self.keep_open = keep_open
         self.clock = clock
-        self.folder = folder
         self.lock = threading.RLock()
         self.inner: VectorStore | None = None
         self.last_query: float | None = None
-        self.opened_at = 0.0  # Unix time the real store was last opened
 
     @property
     def store(self) -> VectorStore:
         with self.lock:  # query threads reach it without the lock (sparse_idf): one opener
             if self.inner is None:
-                if self.folder is not None and asked_since(self.folder, time.time() - LENT):
-                    # Another process is waiting for the store (it asks every POLL seconds):
-                    # taking it back now would keep it waiting; a query answers 503 meanwhile.
-                    raise StoreError(f"{self.folder}: the store is lent to another process")
-                self.opened_at = time.time()
+                # An embedded store held by another process is read through it, and one a
+                # writer asked for is left to that writer (README "Vector stores").
                 self.inner = self.opener()
             return self.inner
 
@@ -274,12 +264,14 @@ class SharedStore:
 
     def release_if_idle(self) -> None:
         """Close the real store once no query came for ``keep_open`` seconds, or at once when
-        another process asked for it (an embedded store in ``folder``: README "Vector
-        stores"); a query then reopens it when that process is done."""
-        if self.inner is None:
+        another process asked for it (an embedded store: README "Vector stores"); queries
+        then read through that process, and take the store back when it is done."""
+        inner: Any = self.inner
+        if inner is None:
             return
-        if self.folder is not None and asked_since(self.folder, self.opened_at):
-            log.info("%s: another process asked for the store; letting go", self.folder)
+        hold = getattr(inner, "hold", None)  # a GuardedStore's, for an embedded store
+        if hold is not None and hold.held and inner.wanted_since(hold.since):
+            log.info("%s: another process asked for the store; letting go", inner.name)
             self.shutdown()
         elif not self.recently_queried():
             self.close()

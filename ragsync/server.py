@@ -36,7 +36,6 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -102,8 +101,7 @@ class ServeLoop:
         # serve's queries never wait for a store another process holds (a 503 says retry),
         # and it lets go of its own when another process asks (README "Vector stores").
         store = dataclasses.replace(self.config.store, open_wait=0.0)
-        folder = None if store.url else Path(store.path)
-        self.store = SharedStore(lambda: open_store(store), folder=folder)
+        self.store = SharedStore(lambda: open_store(store))
 
     def loop(self) -> None:
         with Syncer(self.config, store=self.store) as syncer:
