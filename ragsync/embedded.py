@@ -237,14 +237,37 @@ def unallocated_bytes(folder: Path) -> int:
     """How much the store's files in ``folder`` can still grow into the device without
     growing in length: the holes of its sparse files (Qdrant maps 32 MiB files it fills as it
     writes, and on tmpfs as it reads). A mapped page the device cannot back is a SIGBUS,
-    which no Python code can catch, so the space is checked before (:func:`space_short`)."""
-    total = 0
+    which no Python code can catch, so the space is checked, or reserved, before."""
+    return sum(max(0, size - used) for _, size, used in _files(folder))
+
+
+def reserve_holes(folder: Path) -> None:
+    """Back every page of the store's files with space on the device now
+    (``posix_fallocate``: the content stays as it is), so that no mapped page of them can
+    fault for want of space later.
+
+    Raises:
+        OSError: ``ENOSPC`` when the device cannot hold them.
+    """
+    for path, size, used in _files(folder):
+        if size > used:
+            fd = os.open(path, os.O_RDWR)
+            try:
+                os.posix_fallocate(fd, 0, size)
+            finally:
+                os.close(fd)
+
+
+def _files(folder: Path) -> list[tuple[str, int, int]]:
+    """``(path, length, bytes allocated)`` of every file under ``folder``."""
+    found = []
     for root, _, names in os.walk(folder):
         for name in names:
+            path = os.path.join(root, name)
             with contextlib.suppress(OSError):
-                info = os.stat(os.path.join(root, name))
-                total += max(0, info.st_size - info.st_blocks * 512)
-    return total
+                info = os.stat(path)
+                found.append((path, info.st_size, info.st_blocks * 512))
+    return found
 
 
 def allocates_on_read(folder: Path) -> bool:
@@ -265,17 +288,3 @@ def allocates_on_read(folder: Path) -> bool:
         if inside and len(point) > best:
             best, kind = len(point), fields[2]
     return kind in {"tmpfs", "shmem"}
-
-
-def space_short(folder: Path, *, margin: int) -> tuple[int, int] | None:
-    """``(free, needed)`` bytes when the device holding ``folder`` has less free space than
-    the store's files can grow into plus ``margin``; None when there is enough."""
-    place = folder
-    while not place.exists() and place != place.parent:
-        place = place.parent
-    try:
-        free = os.statvfs(place).f_bavail * os.statvfs(place).f_frsize
-    except OSError:
-        return None
-    needed = (unallocated_bytes(folder) if folder.exists() else 0) + margin
-    return (free, needed) if free < needed else None

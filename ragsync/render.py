@@ -146,13 +146,16 @@ def print_status(report: dict[str, Any], *, table: bool = False) -> None:
             f"closed {latest['finished_at']})"
         )
     points = report["points_in_store"]
-    points_text = "unavailable (the store is in use)" if points is None else str(points)
+    points_text = "unavailable (see the warning above)" if points is None else str(points)
     click.echo(
         f"points in the store: {points_text}; schedule lag: {report['lag_seconds']:.0f} s; "
         f"targeted queue: {report['queue_depth']}"
     )
     if report["pending_journal"]:
-        click.echo(f"journal: {report['pending_journal']} operations pending (next run applies)")
+        click.echo(
+            f"the index is behind the state: {report['pending_journal']} journal operations "
+            "pending (the next run applies them; so does verify --repair)"
+        )
     if report["work_queue"] or report["leases"]:
         held = ", ".join(f"{name} by {owner}" for name, owner in sorted(report["leases"].items()))
         click.echo(f"workers: {report['work_queue']} pages queued; leases: {held or 'none'}")

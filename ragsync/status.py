@@ -4,6 +4,7 @@ lock, workers' queue and leases, host pauses and hosts whose validators are dist
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import time
 from collections import defaultdict
@@ -11,10 +12,12 @@ from typing import Any
 
 from ragsync.clock import epoch, iso, parse_iso
 from ragsync.config import SourceConfig
-from ragsync.errors import StoreError
+from ragsync.errors import ResourceError, StoreError
 from ragsync.models import AttemptState, DocumentStatus
 from ragsync.pipeline.context import Engine
 from ragsync.policy import DISTRUST_AFTER, coverage_gaps, earliest_tombstone
+
+log = logging.getLogger("ragsync")
 
 
 def lag(engine: Engine, source_id: str) -> float:
@@ -114,7 +117,8 @@ def status(engine: Engine, *, count_points: bool = True) -> dict[str, Any]:
             points = engine.store.count()
             for source_id, entry in sources.items():
                 entry["points_in_store"] = engine.store.count(source=source_id)
-        except StoreError:  # e.g. a local store held by a running `serve`
+        except (StoreError, ResourceError) as exc:  # e.g. its device full: the rest stands
+            log.warning("points in the store unavailable: %s", exc)
             points = None
         finally:
             engine.release_store()

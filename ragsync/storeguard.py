@@ -11,7 +11,8 @@ many processes*).
   anything, answers other processes' reads while it holds it, and reads through the holder
   when another process does (:mod:`ragsync.embedded`).
 - **No signal on a full device.** Before it opens or writes an embedded store, the guard checks
-  that the device can back the store's mapped files (:func:`ragsync.embedded.space_short`).
+  that the device can back the store's mapped files, and reserves their space when it runs
+  low (:func:`ragsync.embedded.reserve_holes`).
 """
 
 from __future__ import annotations
@@ -33,21 +34,23 @@ from ragsync.embedded import (
     ask_holder,
     asked_since,
     open_waiting,
+    reserve_holes,
     socket_path,
-    space_short,
+    unallocated_bytes,
 )
 from ragsync.errors import RagsyncError, ResourceError, StoreError
 from ragsync.models import Hit
-from ragsync.resources import megabytes, resource_error
+from ragsync.resources import free_bytes, megabytes, resource_error
 from ragsync.searchapi import hit_dict, hit_from_dict
 from ragsync.sparse import SparseVector
 
 T = TypeVar("T")
 
 HANDOVER = 2.0  # seconds a read waits at least for a writer that asked to take the store
-WRITE_MARGIN = 64 * 1024 * 1024  # bytes free beyond the holes: a new segment's files
-READ_MARGIN = 8 * 1024 * 1024  # bytes free beyond the holes, on tmpfs, to open and search
-SPACE_EVERY = 2.0  # seconds between measures of the holes while writing
+HEADROOM = 1 << 30  # bytes free beyond the holes of the store's files: no reservation needed
+WRITE_MARGIN = 64 * 1024 * 1024  # bytes free beside reserved files: the next segment's files
+READ_MARGIN = 8 * 1024 * 1024  # the same, to open and search a store on tmpfs
+SPACE_EVERY = 2.0  # seconds between walks over the store's files while space is plenty
 
 
 class Held(Exception):
@@ -74,7 +77,7 @@ class GuardedStore:
         self._lock = threading.RLock()  # the holder's reads for others beside its own calls
         self._server: ReadServer | None = None
         self._serving = False  # answering others' reads (between taking the hold and closing)
-        self._space_checked = 0.0
+        self._holes, self._holes_at = 0, float("-inf")  # bytes of holes, when measured
 
     # --- what the connector says of itself -------------------------------------------------
 
@@ -282,17 +285,33 @@ class GuardedStore:
         return True
 
     def _check_space(self, margin: int) -> None:
-        """A :class:`ResourceError` before the store maps more than the device can back."""
-        if self.folder is None or time.monotonic() - self._space_checked < SPACE_EVERY:
+        """A :class:`ResourceError` before the store maps more than its device can back.
+
+        Where the device has :data:`HEADROOM` beyond the holes of the store's files, nothing
+        is done; below that, the holes are reserved (every page of the files backed now, so
+        that no write into them can fault), and ``margin`` must stay free besides."""
+        assert self.folder is not None
+        free = free_bytes(self.folder)
+        if free is None:
             return
-        short = space_short(self.folder, margin=margin)
-        if short is None:
-            self._space_checked = time.monotonic()
+        if time.monotonic() - self._holes_at > SPACE_EVERY or free < self._holes + HEADROOM:
+            self._holes, self._holes_at = unallocated_bytes(self.folder), time.monotonic()
+        if free >= self._holes + HEADROOM:
             return
-        free, needed = short
-        raise ResourceError(
-            f"no space left on the device: {megabytes(free)} free, and the store's mapped "
-            f"files need up to {megabytes(needed)} (writing into a mapped file the device "
+        if self._holes:
+            try:
+                reserve_holes(self.folder)
+            except OSError as exc:
+                raise self._no_space(free, self._holes + margin) from exc
+            self._holes = 0
+            free = free_bytes(self.folder) or 0
+        if free < margin:
+            raise self._no_space(free, margin)
+
+    def _no_space(self, free: int, needed: int) -> ResourceError:
+        return ResourceError(
+            f"no space left on the device: {megabytes(free)} free, and the store needs "
+            f"{megabytes(needed)} more to back the files it maps (a mapped page the device "
             "cannot hold kills the process); free some space there or move [store] path",
             where=self.name,
         )
