@@ -290,9 +290,8 @@ class GuardedStore:
         Where the device has :data:`HEADROOM` beyond the holes of the store's files, nothing
         is done; below that, the holes are reserved (every page of the files backed now, so
         that no write into them can fault), and ``margin`` must stay free besides."""
-        assert self.folder is not None
-        free = free_bytes(self.folder)
-        if free is None:
+        free = free_bytes(self.folder) if self.folder is not None else None
+        if free is None or self.folder is None:  # a server store: its server's business
             return
         if time.monotonic() - self._holes_at > SPACE_EVERY or free < self._holes + HEADROOM:
             self._holes, self._holes_at = unallocated_bytes(self.folder), time.monotonic()

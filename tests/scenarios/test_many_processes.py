@@ -209,7 +209,7 @@ def searches_beside_a_run(
 
 @pytest.mark.parametrize(
     ("kind", "pages"),
-    [("qdrant_edge", 200), ("qdrant", 60)],
+    [("qdrant_edge", 200), ("qdrant", 200)],
     ids=["qdrant_edge", "local_mode"],
 )
 def test_searches_in_other_processes_answer_while_a_run_writes_an_embedded_store(
@@ -225,4 +225,4 @@ def test_a_server_store_is_shared_by_its_server(tmp_path):
     """pgvector (the PostgreSQL server the tests start): readers and the writer are clients."""
     table = f"many_{abs(hash(str(tmp_path))) % 10**8}"
     store = f'kind = "pgvector"\nurl = "{postgres_url()}"\ncollection = "shared_{table}"'
-    searches_beside_a_run(tmp_path, store, pages=40, cli_searches=3, app_searches=5, serve=False)
+    searches_beside_a_run(tmp_path, store, pages=200, cli_searches=3, app_searches=5, serve=False)
