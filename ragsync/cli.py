@@ -1,29 +1,24 @@
 """The ``ragsync`` command: parse flags, call the Python API, render the result.
 
-Exit codes: 0 success; 1 the run finished but some work failed; 2 usage or configuration error;
-3 another process holds the state (a pass or workers): nothing was done (``--wait`` waits);
-4 something the work needs ran out or went away (space on a device, open files, a database
-server): the one line names it, and nothing committed is lost.
-``--json`` output goes to stdout alone; human output and logs go to stderr.
+Errors become one line on stderr and an exit code (:mod:`ragsync.exitcodes`). ``--json``
+output goes to stdout alone; human output and logs go to stderr.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import sys
 from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
 from typing import Any, cast
 
 import click
 
 from ragsync import __version__
-from ragsync.errors import ConfigError, RagsyncError, ResourceError
+from ragsync.errors import ConfigError
+from ragsync.exitcodes import errors_to_exit_codes
 from ragsync.render import print_plan, print_report, print_status, print_verify, render_hit
-from ragsync.runlock import RunLocked
 
 CONFIG_OPTION = click.option(
     "--config",
@@ -44,42 +39,6 @@ def _progress() -> Any:
     if not _quiet() and sys.stderr.isatty():
         return RichProgress()
     return LogProgress()
-
-
-def _errors_to_exit_codes(func: Callable[..., Any]) -> Callable[..., Any]:
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except ConfigError as exc:
-            click.echo(f"ragsync: configuration error: {exc}", err=True)
-            sys.exit(2)
-        except RunLocked as exc:
-            click.echo(f"ragsync: {exc}", err=True)
-            sys.exit(3)
-        except ResourceError as exc:
-            _ran_out(exc, exc)
-        except RagsyncError as exc:
-            click.echo(f"ragsync: {exc}", err=True)
-            sys.exit(1)
-        except (OSError, sqlite3.Error) as exc:  # one that no layer named: name it here
-            from ragsync.resources import resource_error
-
-            found = resource_error(exc)
-            if found is None:
-                raise
-            _ran_out(found, exc)
-
-    return wrapper
-
-
-def _ran_out(error: ResourceError, cause: BaseException) -> None:
-    """One line naming what ran out and where (the traceback too with -v), then exit 4."""
-    context = click.get_current_context(silent=True)
-    if context is not None and (context.find_root().obj or {}).get("verbose"):
-        logging.getLogger("ragsync").error("traceback", exc_info=cause)
-    click.echo(f"ragsync: {error}", err=True)
-    sys.exit(4)
 
 
 @click.group()
@@ -160,7 +119,7 @@ def init(path: str, force: bool, url: str | None) -> None:
     is_flag=True,
     help="When another process holds the state, wait for it (default: exit 3 at once).",
 )
-@_errors_to_exit_codes
+@errors_to_exit_codes
 def run(
     config_path: str,
     revalidate_all: bool,
@@ -221,7 +180,7 @@ def run(
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the worker's report as JSON on stdout."
 )
-@_errors_to_exit_codes
+@errors_to_exit_codes
 def worker(
     config_path: str,
     until_idle: bool,
@@ -291,7 +250,7 @@ def _quiet() -> bool:
 @main.command()
 @CONFIG_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
-@_errors_to_exit_codes
+@errors_to_exit_codes
 def status(config_path: str, as_json: bool) -> None:
     """Per source: documents by state, what is failing and why, the dead letter."""
     from ragsync.sync import Syncer
@@ -310,7 +269,7 @@ def status(config_path: str, as_json: bool) -> None:
 @click.option("--all", "revalidate_all", is_flag=True, help="As `run --all` would.")
 @click.option("--refetch", is_flag=True, help="As `run --refetch` would.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-@_errors_to_exit_codes
+@errors_to_exit_codes
 def plan(
     config_path: str, source_id: str | None, revalidate_all: bool, refetch: bool, as_json: bool
 ) -> None:
@@ -334,7 +293,7 @@ def plan(
     help="After a model change, replace the vectors in the configured collection.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@_errors_to_exit_codes
+@errors_to_exit_codes
 def reindex(config_path: str, source_id: str | None, same_collection: bool, as_json: bool) -> None:
     """Re-extract, re-chunk, re-embed from retained bodies: no network, only new texts."""
 
@@ -350,7 +309,7 @@ def reindex(config_path: str, source_id: str | None, same_collection: bool, as_j
 @click.option("--since", help="A duration back from now ('2h', '7d') or an ISO timestamp.")
 @click.option("--source", "source_id", help="Only this source id.")
 @click.option("--json", "as_json", is_flag=True, help="Print the changes as JSON.")
-@_errors_to_exit_codes
+@errors_to_exit_codes
 def changes(config_path: str, since: str | None, source_id: str | None, as_json: bool) -> None:
     """The append-only change log: what was created, updated, removed or restored."""
     from ragsync.sync import Syncer
@@ -381,7 +340,7 @@ def changes(config_path: str, since: str | None, source_id: str | None, as_json:
 @click.option("--replay", "replay_id", help="Send this event id again.")
 @click.option("--replay-dead", is_flag=True, help="Send every dead event again.")
 @click.option("--json", "as_json", is_flag=True, help="Print events as JSON.")
-@_errors_to_exit_codes
+@errors_to_exit_codes
 def events(
     config_path: str, dead: bool, replay_id: str | None, replay_dead: bool, as_json: bool
 ) -> None:
@@ -419,7 +378,7 @@ def events(
 @CONFIG_OPTION
 @click.option("--repair", is_flag=True, help="Make the vector store match the state DB.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@_errors_to_exit_codes
+@errors_to_exit_codes
 def verify(config_path: str, repair: bool, as_json: bool) -> None:
     """Compare the state DB with the vector store (missing, orphan, drifted points)."""
     from ragsync.sync import Syncer
@@ -436,7 +395,7 @@ def verify(config_path: str, repair: bool, as_json: bool) -> None:
 @main.command()
 @CONFIG_OPTION
 @click.option("--listen", help="HOST:PORT (default: [server] listen, 127.0.0.1:8787).")
-@_errors_to_exit_codes
+@errors_to_exit_codes
 def serve(config_path: str, listen: str | None) -> None:
     """The daemon: sync loop + webhook receiver, /healthz, /metrics, /status, /search."""
     from ragsync.config import load_config
@@ -457,7 +416,7 @@ def serve(config_path: str, listen: str | None) -> None:
 @click.option("--source", "source_id", help="The source these URLs belong to.")
 @click.option("--refetch", is_flag=True, help="Ask each URL in full, whatever its validators say.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON.")
-@_errors_to_exit_codes
+@errors_to_exit_codes
 def resync(
     config_path: str, urls: tuple[str, ...], source_id: str | None, refetch: bool, as_json: bool
 ) -> None:
@@ -487,7 +446,7 @@ def resync(
     "Default: [search] mode.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON on stdout.")
-@_errors_to_exit_codes
+@errors_to_exit_codes
 def search(
     config_path: str, query: str, k: int, source_id: str | None, mode: str | None, as_json: bool
 ) -> None:

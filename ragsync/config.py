@@ -145,8 +145,9 @@ class StoreConfig:
     # Lexical sparse vectors beside the dense ones in collections ragsync creates (README
     # "Hybrid search"); a collection built without them gets them with `reindex`.
     sparse: bool = True
-    # An embedded store (Edge, local mode) open in another process: how long to wait for it,
-    # asking the holder to let go (`serve` does; README "Vector stores").
+    # An embedded store (Edge, local mode) open in another process: how long a write waits
+    # for it, asking the holder to let go (`serve` does), and a read for the holder's answer
+    # (reads go through the holder; README "Vector stores").
     open_wait: float = duration("60s")
 
 

@@ -41,6 +41,7 @@ from ragsync.config import FetchConfig
 from ragsync.errors import FetchError
 from ragsync.models import REDIRECT_STATUSES, TEMPORARY_REDIRECTS, Response
 from ragsync.policy import is_file
+from ragsync.resources import os_resource_error
 from ragsync.urls import split_url
 
 if TYPE_CHECKING:
@@ -357,7 +358,13 @@ class Fetcher:
             ) from exc
         except httpx.DecodingError as exc:  # see _raw: httpx decoded an in-memory response
             raise FetchError(url, f"undecodable body: {exc}{where}", transient=False) from exc
-        except httpx.TransportError as exc:
+        except (OSError, httpx.TransportError) as exc:
+            # Out of file descriptors is no page's fault: the run stops, whether the socket's
+            # error came bare or inside httpx's (README "Resource limits").
+            if (found := os_resource_error(exc, where=f"fetching {url}")) is not None:
+                raise found from exc
+            if not isinstance(exc, httpx.TransportError):
+                raise
             cut = f" after {raw.count} body bytes" if raw.started else ""
             raise FetchError(url, f"network error{cut}: {exc}{where}", transient=True) from exc
         except InternalAddressRefused as exc:

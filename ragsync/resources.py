@@ -105,3 +105,16 @@ def _out_of_files() -> bool:
     except OSError as exc:
         return exc.errno in NO_FILES
     return False
+
+
+def os_resource_error(exc: BaseException, *, where: str) -> ResourceError | None:
+    """The :class:`ResourceError` of the first ``OSError`` out of space or files in ``exc``'s
+    chain of causes (a client library's error raised from the socket's), else None."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, OSError) and link.errno in NO_SPACE | NO_FILES:
+            return resource_error(link, where=where)
+        link = link.__cause__ or link.__context__
+    return None

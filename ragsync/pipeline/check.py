@@ -13,7 +13,7 @@ import threading
 
 from ragsync.config import SourceConfig
 from ragsync.discovery import DiscoveryContext
-from ragsync.errors import ExtractError, FetchError
+from ragsync.errors import ExtractError, FetchError, ResourceError
 from ragsync.extract import (
     canonical_link,
     content_hash,
@@ -209,6 +209,8 @@ class PageChecker:
             return self.fetch(page, exchange, etag=etag, last_modified=last_modified)
         except HostPaused as paused:
             return Skipped(page, exchange, why="deferred", reason=str(paused))
+        except ResourceError:  # no page's failure: the run stops (README "Resource limits")
+            raise
         except Exception as exc:
             return internal_error(page, exchange, exc)
 
@@ -234,7 +236,7 @@ class PageChecker:
         exchange = dataclasses.replace(exchange, response=response)
         try:
             return self.judge(page, exchange)
-        except HostPaused:
+        except (HostPaused, ResourceError):
             raise
         except Exception as exc:  # recorded with the status that answered
             return internal_error(page, exchange, exc)

@@ -14,6 +14,7 @@ from datetime import timedelta
 from ragsync.clock import iso
 from ragsync.config import SourceConfig
 from ragsync.discovery import DiscoveryContext
+from ragsync.errors import ResourceError
 from ragsync.identity import api_record_key, canonical_record_key
 from ragsync.models import AttemptState, Candidate, Checkpoint
 from ragsync.pipeline.context import Engine
@@ -73,6 +74,8 @@ def guarded(
                     ctx.incomplete(f"listing cut at max_urls={source.max_urls} URLs")
                     return
             yield item
+    except ResourceError:  # not the listing's failure: the run stops (README "Resource limits")
+        raise
     except Exception as exc:
         log.debug("discovery of source %s failed", source.id, exc_info=True)
         ctx.incomplete(f"discovery failed: {type(exc).__name__}: {exc}")
