@@ -96,4 +96,3 @@ class ResourceError(RagsyncError):
         self.reason = reason
         self.where = where
         super().__init__(f"{where}: {reason}")
-
