@@ -1,7 +1,9 @@
 """Checking one page: robots, fetch (conditionally), classify, identity, extract, chunk.
 
 :meth:`PageChecker.check` runs on a fetch thread and returns one frozen
-:mod:`~ragsync.pipeline.outcomes` value; any failure is the page's outcome, never the run's.
+:mod:`~ragsync.pipeline.outcomes` value; any failure is the page's outcome, never the run's,
+except a :class:`~ragsync.errors.ResourceError` (the state DB's server went away, its device
+is full): that ends the pass, as it would the page's commit.
 HTML is extracted in worker processes (README "Extraction"), never on the fetch threads.
 """
 
@@ -13,7 +15,7 @@ import threading
 
 from ragsync.config import SourceConfig
 from ragsync.discovery import DiscoveryContext
-from ragsync.errors import ExtractError, FetchError
+from ragsync.errors import ExtractError, FetchError, ResourceError
 from ragsync.extract import (
     canonical_link,
     content_hash,
@@ -209,6 +211,8 @@ class PageChecker:
             return self.fetch(page, exchange, etag=etag, last_modified=last_modified)
         except HostPaused as paused:
             return Skipped(page, exchange, why="deferred", reason=str(paused))
+        except ResourceError:
+            raise
         except Exception as exc:
             return internal_error(page, exchange, exc)
 
@@ -234,7 +238,7 @@ class PageChecker:
         exchange = dataclasses.replace(exchange, response=response)
         try:
             return self.judge(page, exchange)
-        except HostPaused:
+        except (HostPaused, ResourceError):
             raise
         except Exception as exc:  # recorded with the status that answered
             return internal_error(page, exchange, exc)

@@ -14,6 +14,7 @@ from datetime import timedelta
 from ragsync.clock import iso
 from ragsync.config import SourceConfig
 from ragsync.discovery import DiscoveryContext
+from ragsync.errors import ResourceError
 from ragsync.identity import api_record_key, canonical_record_key
 from ragsync.models import AttemptState, Candidate, Checkpoint
 from ragsync.pipeline.context import Engine
@@ -63,7 +64,9 @@ def guarded(
     found: Iterator[Candidate | Checkpoint], ctx: DiscoveryContext, source: SourceConfig
 ) -> Iterator[Candidate | Checkpoint]:
     """The connector's listing, bounded by ``max_urls``; an exception inside the connector
-    (hostile input, a bug) ends this source's listing as incomplete instead of the run."""
+    (hostile input, a bug) ends this source's listing as incomplete instead of the run, but a
+    :class:`~ragsync.errors.ResourceError` (the state DB's server went away, its device is
+    full) ends the run."""
     listed = 0
     try:
         for item in found:
@@ -73,6 +76,8 @@ def guarded(
                     ctx.incomplete(f"listing cut at max_urls={source.max_urls} URLs")
                     return
             yield item
+    except ResourceError:
+        raise
     except Exception as exc:
         log.debug("discovery of source %s failed", source.id, exc_info=True)
         ctx.incomplete(f"discovery failed: {type(exc).__name__}: {exc}")
