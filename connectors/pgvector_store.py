@@ -5,7 +5,9 @@ table mirrors a Qdrant collection: ``id uuid`` (the deterministic point id), ``e
 vector(dim)``, ``payload jsonb`` (the same LangChain-compatible payload) and generated
 ``doc_key``/``url``/``source`` columns with B-tree indexes; an HNSW index serves cosine search.
 Writes are by id (``INSERT … ON CONFLICT (id) DO UPDATE``, ``DELETE … WHERE id = ANY``), so
-replaying the journal stays idempotent.
+replaying the journal stays idempotent. A server that restarts, stops or cannot be reached is a
+:class:`~ragsync.errors.ResourceError` naming it (the run ends; the next one replays the
+journal); any other database error is a :class:`~ragsync.errors.StoreError`.
 
 Example ``ragsync.toml``::
 
@@ -25,7 +27,9 @@ from typing import Any
 from ragsync.config import StoreConfig, resolve_env_url
 from ragsync.errors import StoreError
 from ragsync.models import Hit
+from ragsync.resources import postgres_resource_error
 from ragsync.sparse import SPARSE_DIM, SPARSE_NAME, SparseVector
+from ragsync.state.postgres import server_name
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _SPARSE_TEXT = re.compile(r"(\d+):([^,}]+)")
@@ -81,6 +85,11 @@ class PgVectorStore:
         return cls(config.collection, url=url, batch_size=config.batch_size)
 
     @property
+    def where(self) -> str:
+        """The server, as an error names it."""
+        return f"{server_name(self.url)} (the pgvector store)"
+
+    @property
     def conn(self) -> Any:
         if self._conn is None:
             import psycopg
@@ -88,8 +97,14 @@ class PgVectorStore:
             try:
                 self._conn = psycopg.connect(self.url, autocommit=True)
             except psycopg.OperationalError as exc:
-                raise StoreError(f"pgvector: cannot connect: {exc}") from exc
+                found = postgres_resource_error(exc, self.where, connecting=True)
+                raise found or StoreError(f"pgvector: cannot connect: {exc}") from exc
         return self._conn
+
+    def _error(self, exc: Exception) -> Exception:
+        """A database error as raised: a server gone away, else the store's refusal."""
+        found = postgres_resource_error(exc, self.where)
+        return found or StoreError(f"pgvector {self.collection}: {exc}")
 
     def _sql(self, statement: str, params: Sequence[Any] | None = None) -> Any:
         import psycopg
@@ -97,7 +112,7 @@ class PgVectorStore:
         try:
             return self.conn.execute(statement, params)
         except psycopg.Error as exc:
-            raise StoreError(f"pgvector {self.collection}: {exc}") from exc
+            raise self._error(exc) from exc
 
     def close(self) -> None:
         if self._conn is not None:
@@ -140,8 +155,18 @@ class PgVectorStore:
                     f"{SPARSE_NAME} sparsevec({SPARSE_DIM})"
                 )
             return self._has_sparse()
+        import psycopg
+
         table = self.collection
         lexical = f", {SPARSE_NAME} sparsevec({SPARSE_DIM})" if sparse else ""
+        try:
+            self._create(table, dimension, lexical)
+        except psycopg.Error as exc:  # the transaction's own begin or commit
+            raise self._error(exc) from exc
+        return sparse
+
+    def _create(self, table: str, dimension: int, lexical: str) -> None:
+        """The table and its indexes, in one transaction."""
         with self.conn.transaction():
             self._sql("create extension if not exists vector")
             self._sql(
@@ -160,7 +185,6 @@ class PgVectorStore:
                 f"create index if not exists {table}_embedding on {table} "
                 "using hnsw (embedding vector_cosine_ops)"
             )
-        return sparse
 
     def drop(self) -> None:
         """Drop the table (a rebuild follows)."""
@@ -174,7 +198,7 @@ class PgVectorStore:
                 with self.conn.transaction(), self.conn.cursor() as cursor:
                     cursor.executemany(statement, rows[start : start + self.batch_size])
             except psycopg.Error as exc:
-                raise StoreError(f"pgvector {self.collection}: {exc}") from exc
+                raise self._error(exc) from exc
 
     def upsert(
         self,

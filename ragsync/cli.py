@@ -62,6 +62,8 @@ def main(ctx: click.Context, verbose: int, quiet: bool) -> None:
     logging.getLogger("ragsync.progress").setLevel(level if quiet else min(level, logging.INFO))
     for noisy in ("httpx", "httpcore", "trafilatura", "sentence_transformers"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+    # psycopg's warnings (reconnection attempts): a server gone ends in one line; -v shows them
+    logging.getLogger("psycopg").setLevel(logging.WARNING if verbose else logging.ERROR)
 
 
 @main.command()

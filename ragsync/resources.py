@@ -3,8 +3,10 @@
 A full device, a process out of file descriptors or a database server that went away reach
 ragsync as a library's own exception: ``sqlite3.OperationalError("database or disk is
 full")``, an ``OSError`` with ``ENOSPC``, a Rust binding's ``"No space left on device (os
-error 28)"``. :func:`resource_error` turns each into a :class:`~ragsync.errors.ResourceError`
-naming what ran out and where, which the command line prints as one line (exit code 4).
+error 28)"``, psycopg's ``OperationalError("the connection is closed")``.
+:func:`resource_error` turns each into a :class:`~ragsync.errors.ResourceError` naming what ran
+out and where, which the command line prints as one line (exit code 4);
+:func:`postgres_resource_error` does so for a PostgreSQL server.
 """
 
 from __future__ import annotations
@@ -22,6 +24,13 @@ NO_FILES = {errno.EMFILE, errno.ENFILE}
 # What libraries that do not raise OSError say (SQLite; the Rust bindings' io::Error text)
 SPACE_WORDS = ("database or disk is full", "no space left on device", "os error 28")
 FILES_WORDS = ("too many open files", "os error 24", "os error 23")
+# SQLSTATEs of a server that went away or has no room for a connection: class 08 (connection
+# exception); admin_shutdown, crash_shutdown and cannot_connect_now (a restart, a crash, a
+# server starting or stopping); too_many_connections. Any other error (a SQL error, a lock
+# wait cancelled) is a bug or a conflict, not a resource.
+SERVER_GONE_STATES = ("57P01", "57P02", "57P03", "53300")
+# What a server that answered a connection attempt says when it cannot take one now
+SERVER_BUSY_WORDS = ("the database system is", "too many clients")
 
 
 def megabytes(count: float) -> str:
@@ -117,4 +126,46 @@ def os_resource_error(exc: BaseException, *, where: str) -> ResourceError | None
         if isinstance(link, OSError) and link.errno in NO_SPACE | NO_FILES:
             return resource_error(link, where=where)
         link = link.__cause__ or link.__context__
+    return None
+
+
+def postgres_resource_error(
+    exc: BaseException, where: str, *, connecting: bool = False
+) -> ResourceError | None:
+    """For the PostgreSQL server named ``where``: the :class:`ResourceError` that a connection
+    lost or refused, or no pooled connection in time, stands for; None for any other error.
+
+    Args:
+        connecting: ``exc`` comes from opening a connection. A server that answered and
+            refused it (a wrong password, no such database) is a configuration error: None.
+    """
+    import psycopg
+    from psycopg_pool import PoolClosed, PoolTimeout, TooManyRequests
+
+    if isinstance(exc, PoolTimeout):
+        return ResourceError(
+            "no connection to the database server in time (it is down or unreachable, or "
+            "every pooled connection stayed busy): run again when it is back",
+            where=where,
+        )
+    if not isinstance(exc, psycopg.OperationalError) or isinstance(
+        exc, (PoolClosed, TooManyRequests)
+    ):
+        return None  # also a closed pool or a full wait queue: this process's doing
+    text = str(exc)
+    if exc.sqlstate is None and connecting:  # libpq's own text: "... failed: <why>"
+        if "FATAL:" in text and not any(word in text for word in SERVER_BUSY_WORDS):
+            return None
+        why = text.splitlines()[0].rpartition("failed: ")[2].replace("FATAL:", "").strip()
+        return ResourceError(
+            f"cannot connect to the database server ({why}): run again when it is up",
+            where=where,
+        )
+    state = exc.sqlstate
+    if state is None or state.startswith("08") or state in SERVER_GONE_STATES:
+        return ResourceError(
+            "the connection to the database server was lost (it restarted or stopped): "
+            "run again when it is back",
+            where=where,
+        )
     return None

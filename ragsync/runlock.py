@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ragsync.clock import iso
-from ragsync.errors import StateError
+from ragsync.errors import RagsyncError, StateError
 
 log = logging.getLogger("ragsync")
 
@@ -51,6 +51,27 @@ def describe(holders: list[dict[str, Any]]) -> str:
         names.append(f"{what} ({where}, since {holder['started_at']})")
     more = f" and {len(holders) - 3} more" if len(holders) > 3 else ""
     return ", ".join(names) + more
+
+
+def heartbeat(stop: threading.Event, every: float, renew: Callable[[], object], what: str) -> None:
+    """Call ``renew`` every ``every`` seconds until ``stop`` is set. A failed beat is logged
+    once, as one line (a bug with its traceback), until a beat succeeds again: a database
+    server that went away ends the run with its own message, not a warning per beat."""
+    failing = False
+    while not stop.wait(every):
+        try:
+            renew()
+        except Exception as exc:  # a busy or lost connection: the next beat tries again
+            if not failing:
+                log.warning(
+                    "%s: heartbeat failed (the next beats try again): %s",
+                    what,
+                    exc,
+                    exc_info=not isinstance(exc, RagsyncError),
+                )
+            failing = True
+        else:
+            failing = False
 
 
 def process_owner() -> str:
@@ -159,13 +180,15 @@ class RunLock:
         if not self._depth:
             return
         self._depth -= 1
-        if not self._depth:
-            self._stop.set()
-            if self._beat is not None:
-                self._beat.join(timeout=5)
-                self._beat = None
-            self.state.leases.release(self.name, self.owner)
-        self._guard.release()
+        try:
+            if not self._depth:
+                self._stop.set()
+                if self._beat is not None:
+                    self._beat.join(timeout=5)
+                    self._beat = None
+                self.state.leases.release(self.name, self.owner)
+        finally:
+            self._guard.release()
 
     def _as_holder(self) -> dict[str, Any]:
         """This process, as :class:`RunLocked` names a holder."""
@@ -179,16 +202,24 @@ class RunLock:
 
     @contextlib.contextmanager
     def held(self, *, wait: bool = False, stop: threading.Event | None = None) -> Iterator[RunLock]:
-        """``with lock.held(wait=...):`` acquire on entry, release on exit."""
+        """``with lock.held(wait=...):`` acquire on entry, release on exit. When the block
+        raised, its error is the one raised: a release that fails then (the database server
+        went away) leaves the lease to run out."""
         self.acquire(wait=wait, stop=stop)
         try:
             yield self
-        finally:
-            self.release()
+        except BaseException:
+            try:
+                self.release()
+            except RagsyncError as exc:
+                log.debug("run lock: not released (its lease runs out): %s", exc)
+            raise
+        self.release()
 
     def _heartbeat(self) -> None:
-        while not self._stop.wait(self.lease / 3):
-            try:
-                self.state.leases.renew(self.name, self.owner, self.clock() + self.lease)
-            except Exception:  # a busy or lost connection: the next beat tries again
-                log.exception("run lock: heartbeat failed")
+        heartbeat(
+            self._stop,
+            self.lease / 3,
+            lambda: self.state.leases.renew(self.name, self.owner, self.clock() + self.lease),
+            "run lock",
+        )

@@ -53,7 +53,7 @@ from ragsync.pipeline.runs import (
 from ragsync.pipeline.source import WINDOW_PAGES, SourceSync
 from ragsync.pipeline.targets import by_source, drain_targets
 from ragsync.politeness import PoliteFetcher, SharedHostGate
-from ragsync.runlock import RunLock, RunLocked
+from ragsync.runlock import RunLock, RunLocked, heartbeat
 from ragsync.sync import Syncer
 
 log = logging.getLogger("ragsync.worker")
@@ -136,11 +136,12 @@ class Worker:
         return True
 
     def _heartbeat(self, stop: threading.Event) -> None:
-        while not stop.wait(self.lease / 3):
-            try:
-                self.state.leases.renew_all(self.id, time.time() + self.lease)
-            except Exception:  # a lost connection: the next beat tries again
-                log.exception("worker %s: heartbeat failed", self.id)
+        heartbeat(
+            stop,
+            self.lease / 3,
+            lambda: self.state.leases.renew_all(self.id, time.time() + self.lease),
+            f"worker {self.id}",
+        )
 
     # -- the loop ---------------------------------------------------------------------------
 

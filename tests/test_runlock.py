@@ -5,18 +5,21 @@ killed process is released, never deadlocked, its run row closed as "interrupted
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from ragsync.runlock import RunLock, RunLocked
+from ragsync.errors import ResourceError
+from ragsync.runlock import RunLock, RunLocked, heartbeat
 from ragsync.state import StateDB
 from ragsync.testing import DevSite
 from tests.support import example_pages, page, ragsync_cli, sentences, state_table, state_target
@@ -200,8 +203,6 @@ def test_a_dry_run_works_while_another_process_holds_the_state(tmp_path, site, e
 
 def test_two_threads_of_one_process_never_interleave_either(two_handles):
     """An asyncio app's `await syncer.arun()` twice: the second waits, or is refused."""
-    import threading
-
     one, _ = two_handles
     lock = RunLock(one)
     lock.acquire()
@@ -230,3 +231,60 @@ def test_two_threads_of_one_process_never_interleave_either(two_handles):
     waiting.join(5)
     assert outcome[1:] == ["taken"]
     assert one.leases.list_live(time.time()) == {}
+
+
+GONE = ResourceError("the connection to the database server was lost", where="PostgreSQL db")
+
+
+def test_a_heartbeat_that_keeps_failing_says_so_once_until_it_beats_again(caplog):
+    """Beats every 20 s of a run whose database server went away: one warning line (the run
+    ends with its own message), not a traceback per beat; a bug shows its traceback, once."""
+    bug = ValueError("a bug")
+    beats = [GONE, GONE, GONE, None, bug, bug, None, GONE, GONE]
+    stop = threading.Event()
+
+    def renew() -> None:
+        failure = beats.pop(0)
+        if not beats:
+            stop.set()
+        if failure is not None:
+            raise failure
+
+    with caplog.at_level(logging.WARNING, logger="ragsync"):
+        heartbeat(stop, 0.001, renew, "run lock")
+    said = "run lock: heartbeat failed (the next beats try again): "
+    assert [(record.getMessage(), bool(record.exc_info)) for record in caplog.records] == [
+        (said + str(GONE), False),  # once for the streak, one line
+        (said + "a bug", True),  # once, with its traceback
+        (said + str(GONE), False),  # the next streak, after a beat that worked
+    ]
+
+
+def test_a_release_that_fails_after_the_block_failed_leaves_the_blocks_error(
+    two_handles, monkeypatch
+):
+    """The server went away: the block's ResourceError is the one raised, not the release's,
+    and the lock is free again in this process (the lease runs out in the state)."""
+    one, _ = two_handles
+    lock = RunLock(one, heartbeat=False)
+
+    def gone(*args: object) -> None:
+        raise ResourceError("lost again", where="PostgreSQL db")
+
+    monkeypatch.setattr(one.leases, "release", gone)
+    with pytest.raises(ResourceError, match="lost$"), lock.held():
+        raise GONE
+    with pytest.raises(ResourceError, match="lost again"), lock.held():
+        pass  # the block did its work: the release's error is the news
+    monkeypatch.undo()
+    outcome: list[str] = []
+
+    def another_thread() -> None:
+        lock.acquire()  # RunLocked if this process still held it
+        lock.release()
+        outcome.append("taken")
+
+    other = threading.Thread(target=another_thread)
+    other.start()
+    other.join(5)
+    assert outcome == ["taken"]

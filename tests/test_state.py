@@ -9,7 +9,7 @@ import zlib
 import pytest
 
 from ragsync.config import StateConfig
-from ragsync.errors import ConfigError, StateError
+from ragsync.errors import ConfigError, ResourceError, StateError
 from ragsync.models import StoredChunk
 from ragsync.state import MIGRATIONS, StateDB
 from tests.support import TEST_STATE, state_target
@@ -214,9 +214,10 @@ def test_a_postgres_url_takes_its_password_from_the_environment_and_never_shows_
     config = StateConfig(url="postgresql://ragsync:${RAGSYNC_NO_SUCH_PASSWORD}@db/ragsync")
     with pytest.raises(ConfigError, match="state.url.*RAGSYNC_NO_SUCH_PASSWORD"):
         StateDB.from_config(config)
-    with pytest.raises(StateError, match="cannot connect") as failed:
+    with pytest.raises(ResourceError, match="cannot connect") as failed:
         StateDB("postgresql://ragsync:s3cret@127.0.0.1:9/ragsync", connect_timeout=0.5)
-    assert "s3cret" not in str(failed.value) and "ragsync:***@127.0.0.1:9" in str(failed.value)
+    message = str(failed.value)
+    assert "s3cret" not in message and "PostgreSQL 127.0.0.1:9/ragsync (the state DB)" in message
 
 
 def test_opening_a_fresh_sqlite_db_waits_for_another_process_creating_it(tmp_path):

@@ -1,7 +1,9 @@
 """Checking one page: robots, fetch (conditionally), classify, identity, extract, chunk.
 
 :meth:`PageChecker.check` runs on a fetch thread and returns one frozen
-:mod:`~ragsync.pipeline.outcomes` value; any failure is the page's outcome, never the run's.
+:mod:`~ragsync.pipeline.outcomes` value; any failure is the page's outcome, never the run's,
+except a :class:`~ragsync.errors.ResourceError` (the state DB's server went away, its device
+is full): that ends the pass, as it would the page's commit.
 HTML is extracted in worker processes (README "Extraction"), never on the fetch threads.
 """
 
@@ -209,7 +211,7 @@ class PageChecker:
             return self.fetch(page, exchange, etag=etag, last_modified=last_modified)
         except HostPaused as paused:
             return Skipped(page, exchange, why="deferred", reason=str(paused))
-        except ResourceError:  # no page's failure: the run stops (README "Resource limits")
+        except ResourceError:
             raise
         except Exception as exc:
             return internal_error(page, exchange, exc)

@@ -64,7 +64,9 @@ def guarded(
     found: Iterator[Candidate | Checkpoint], ctx: DiscoveryContext, source: SourceConfig
 ) -> Iterator[Candidate | Checkpoint]:
     """The connector's listing, bounded by ``max_urls``; an exception inside the connector
-    (hostile input, a bug) ends this source's listing as incomplete instead of the run."""
+    (hostile input, a bug) ends this source's listing as incomplete instead of the run, but a
+    :class:`~ragsync.errors.ResourceError` (the state DB's server went away, its device is
+    full) ends the run."""
     listed = 0
     try:
         for item in found:
@@ -74,7 +76,7 @@ def guarded(
                     ctx.incomplete(f"listing cut at max_urls={source.max_urls} URLs")
                     return
             yield item
-    except ResourceError:  # not the listing's failure: the run stops (README "Resource limits")
+    except ResourceError:
         raise
     except Exception as exc:
         log.debug("discovery of source %s failed", source.id, exc_info=True)

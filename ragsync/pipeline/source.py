@@ -14,6 +14,7 @@ committed on the calling thread (README "Architecture").
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator, Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
@@ -290,8 +291,15 @@ class SourceSync:
 
     # -- checking -------------------------------------------------------------------------
 
-    def _pool(self) -> ThreadPoolExecutor:
-        return ThreadPoolExecutor(max_workers=self.engine.config.fetch.concurrency)
+    @contextlib.contextmanager
+    def _pool(self) -> Iterator[ThreadPoolExecutor]:
+        """The fetch threads; an error that ends the pass (a ResourceError) leaves the pages
+        not started yet unstarted."""
+        pool = ThreadPoolExecutor(max_workers=self.engine.config.fetch.concurrency)
+        try:
+            yield pool
+        finally:
+            pool.shutdown(cancel_futures=True)  # after a window, none is left to cancel
 
     def check(
         self,

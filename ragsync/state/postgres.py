@@ -7,6 +7,13 @@ autocommit mode; :meth:`PgDatabase.transaction` pins one connection to the calli
 the transaction ends (nested use is a savepoint), so the per-document transaction of
 :meth:`ragsync.state.index.Index.commit_document` means the same thing on both backends.
 
+A server that restarts, stops or cannot be reached ends the run: every statement's
+connection-level error is a :class:`~ragsync.errors.ResourceError` naming the server (one line,
+exit code 4), and once one is seen, a statement waiting for a pooled connection gives up within
+:data:`LOST_WAIT`, so every thread stops within seconds. Nothing committed is lost; the next run
+connects afresh and replays the journal (README "Architecture"). Any other error (a SQL error is
+a bug) is raised as it is.
+
 Example ``ragsync.toml``::
 
     [state]
@@ -17,13 +24,18 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ragsync.errors import StateError
+from ragsync.errors import ResourceError, StateError
+from ragsync.resources import postgres_resource_error
 from ragsync.state.sql import OnConflict, ident, insert_sql, row_params
 
 _TYPES = {str: "text", int: "bigint", float: "double precision", bytes: "bytea"}
+# Seconds a statement waits for a pooled connection at a time; once the server is known lost,
+# it waits no longer than that.
+LOST_WAIT = 0.5
 
 
 def redact(url: str) -> str:
@@ -41,6 +53,27 @@ def redact(url: str) -> str:
     userinfo, at, host = rest.rpartition("@")
     user, colon, _ = userinfo.partition(":")
     return f"{scheme}://{user}:***@{host}" if sep and at and colon else url
+
+
+def server_name(url: str) -> str:
+    """The server and database ``url`` connects to, as messages name them (never a password).
+
+    >>> server_name("postgresql://rs:p@ss:w/rd@db.internal:5433/rs")
+    'PostgreSQL db.internal:5433/rs'
+    >>> server_name("postgresql://rs@/rag?host=/run/postgresql")
+    'PostgreSQL /run/postgresql:5432/rag'
+    """
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    shown = redact(url)
+    try:
+        parts = conninfo_to_dict(shown)
+    except psycopg.ProgrammingError:  # not a URL libpq reads: then the URL itself
+        return f"PostgreSQL {shown}"
+    host = parts.get("host") or parts.get("hostaddr") or "localhost"
+    database = parts.get("dbname") or parts.get("user")
+    return f"PostgreSQL {host}:{parts.get('port') or 5432}" + (f"/{database}" if database else "")
 
 
 def _sql(statement: str) -> str:
@@ -169,32 +202,51 @@ class PgDatabase:
         url: a ``postgresql://`` URL (password already resolved).
         pool_size: most connections open at once (fetch threads and the `serve` receiver
             share them).
+        connect_timeout: seconds a connection may take to open, and a statement may wait for
+            a pooled one.
 
     Raises:
-        StateError: the server cannot be reached within ``connect_timeout`` seconds.
+        ResourceError: the server is down or unreachable (it refused the connection, or no
+            connection opened within ``connect_timeout``); also raised by any statement once
+            the server went away.
+        StateError: the server refused the connection for another reason (a wrong password,
+            no such database).
     """
 
     dialect = "postgresql"
 
     def __init__(self, url: str, *, pool_size: int = 4, connect_timeout: float = 15.0):
+        import psycopg
         from psycopg_pool import ConnectionPool
 
         self.url = url
+        self.where = f"{server_name(url)} (the state DB)"
+        self.wait = connect_timeout
+        self._lost: tuple[float, ResourceError] | None = None  # when the server went away
         self._local = threading.local()
         self._pks: dict[str, list[str]] = {}
+        seconds = max(1, round(connect_timeout))
+        try:  # one connection first: the pool would retry a refused one for connect_timeout
+            psycopg.connect(url, connect_timeout=seconds).close()
+        except psycopg.OperationalError as exc:
+            found = postgres_resource_error(exc, self.where, connecting=True)
+            if found is not None:
+                raise found from exc
+            raise StateError(f"{redact(url)}: cannot connect to the state DB: {exc}") from exc
         self.pool = ConnectionPool(
             url,
             min_size=1,
             max_size=max(1, pool_size),
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, "connect_timeout": seconds},
             open=False,
             name="ragsync-state",
         )
         try:
-            self.pool.open(wait=True, timeout=connect_timeout)
-        except Exception as exc:
+            with self._server():
+                self.pool.open(wait=True, timeout=connect_timeout)
+        except BaseException:
             self.pool.close()
-            raise StateError(f"{redact(url)}: cannot connect to the state DB: {exc}") from exc
+            raise
 
     def close(self) -> None:
         self.pool.close()
@@ -214,30 +266,72 @@ class PgDatabase:
         return self._pks[table]
 
     @contextlib.contextmanager
+    def _server(self) -> Iterator[None]:
+        """The block's errors of a server that went away, as the ResourceError naming it. The
+        first marks the server lost; a block begun after that which succeeds marks it back."""
+        import psycopg
+
+        begun = time.monotonic()
+        try:
+            yield
+        except psycopg.OperationalError as exc:
+            found = postgres_resource_error(exc, self.where)
+            if found is None:
+                raise
+            self._lost = (time.monotonic(), found)
+            raise found from exc
+        lost = self._lost
+        if lost is not None and lost[0] < begun:
+            self._lost = None
+
+    def _getconn(self) -> Any:
+        """A pooled connection, waited for up to ``wait`` seconds, or only :data:`LOST_WAIT`
+        once the server is known lost (the pool reconnects in the background meanwhile)."""
+        from psycopg_pool import PoolTimeout
+
+        deadline = time.monotonic() + self.wait
+        while True:
+            try:
+                return self.pool.getconn(timeout=LOST_WAIT)
+            except PoolTimeout as exc:
+                lost = self._lost
+                if lost is not None:
+                    raise ResourceError(lost[1].reason, where=self.where) from exc
+                if time.monotonic() >= deadline:
+                    raise  # a ResourceError once out of _server
+
+    @contextlib.contextmanager
     def _connection(self) -> Iterator[Any]:
         pinned = getattr(self._local, "conn", None)
         if pinned is not None:
             yield pinned
             return
-        with self.pool.connection() as conn:
+        conn = self._getconn()
+        try:
             yield conn
+        finally:
+            self.pool.putconn(conn)  # a broken one is replaced by a new one
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Rows as dicts (all fetched before the connection goes back to the pool)."""
         from psycopg.rows import dict_row
 
-        with self._connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
+        with (
+            self._server(),
+            self._connection() as conn,
+            conn.cursor(row_factory=dict_row) as cursor,
+        ):
             cursor.execute(_sql(sql), list(params))
             return cursor.fetchall() if cursor.description else []
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> PgResult:
-        with self._connection() as conn, conn.cursor() as cursor:
+        with self._server(), self._connection() as conn, conn.cursor() as cursor:
             cursor.execute(_sql(sql), list(params))
             rows = cursor.fetchall() if cursor.description else []
             return PgResult(rows, cursor.rowcount)
 
     def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        with self._connection() as conn, conn.cursor() as cursor:
+        with self._server(), self._connection() as conn, conn.cursor() as cursor:
             cursor.executemany(_sql(sql), rows)
 
     @property
@@ -250,10 +344,10 @@ class PgDatabase:
         """One transaction on one connection pinned to this thread (nested: a savepoint)."""
         pinned = getattr(self._local, "conn", None)
         if pinned is not None:
-            with pinned.transaction():
+            with self._server(), pinned.transaction():
                 yield
             return
-        with self.pool.connection() as conn:
+        with self._server(), self._connection() as conn:
             self._local.conn = conn
             try:
                 with conn.transaction():

@@ -10,7 +10,7 @@ import pytest
 
 from ragsync.config import StoreConfig
 from ragsync.connectors.pgvector_store import PgVectorStore
-from ragsync.errors import ConfigError, StoreError
+from ragsync.errors import ConfigError, ResourceError, StoreError
 from ragsync.sync import Syncer
 from ragsync.testing import DevSite
 from tests.support import example_pages, make_config, postgres_url, sitemap_source
@@ -25,8 +25,9 @@ def test_bad_names_and_missing_urls_are_refused():
         PgVectorStore("Docs; drop table x", url="postgresql://x")
     with pytest.raises(ConfigError, match="store.url"):
         PgVectorStore.from_config(StoreConfig(kind="pgvector", collection="docs"))
-    with pytest.raises(StoreError, match="cannot connect"):
+    with pytest.raises(ResourceError, match="cannot connect") as refused:  # nothing listens
         PgVectorStore("docs", url="postgresql://nobody@127.0.0.1:1/none").count()
+    assert refused.value.where == "PostgreSQL 127.0.0.1:1/none (the pgvector store)"
 
 
 @pytest.mark.e2e

@@ -9,10 +9,10 @@ import base64
 import pytest
 
 from ragsync.config import EventConfig, load_config, resolve_env_url
-from ragsync.errors import ConfigError, StateError
+from ragsync.errors import ConfigError, ResourceError
 from ragsync.events import signer
 from ragsync.state import StateDB
-from ragsync.state.postgres import redact
+from ragsync.state.postgres import redact, server_name
 from tests.support import ragsync_cli
 
 # A closed port on loopback: if an old build ran the sync, it would fail fast, not hang.
@@ -347,13 +347,14 @@ def test_database_password_with_reserved_characters_is_encoded(monkeypatch):
 def test_database_password_is_never_printed(monkeypatch):
     monkeypatch.setenv("PGPW", PASSWORD)
     url = resolve_env_url("postgresql://ragsync:${PGPW}@127.0.0.1:9/ragsync", key="state.url")
-    with pytest.raises(StateError) as info:
+    with pytest.raises(ResourceError) as info:  # nothing listens there: refused
         StateDB(url, connect_timeout=1)
     message = str(info.value)
-    assert "postgresql://ragsync:***@127.0.0.1:9/ragsync" in message, message
+    assert "PostgreSQL 127.0.0.1:9/ragsync (the state DB)" in message, message
     assert not any(piece in message for piece in FRAGMENTS), message
     raw = f"postgresql://ragsync:{PASSWORD}@127.0.0.1:9/ragsync"
     assert redact(raw) == "postgresql://ragsync:***@127.0.0.1:9/ragsync"
+    assert server_name(raw) == "PostgreSQL 127.0.0.1:9/ragsync"
 
 
 def test_sound_values_still_load(tmp_path, monkeypatch):
