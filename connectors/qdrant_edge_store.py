@@ -158,7 +158,9 @@ class QdrantEdgeStore:
             self._shard = None
         if self.folder.exists():
             (self.folder / META).unlink(missing_ok=True)  # first: a half-deleted shard is gone
-            shutil.rmtree(self.folder)
+            # The folder stays: it holds the lock of the process dropping it (README "Vector
+            # stores"), and another process must not take a new one meanwhile.
+            shutil.rmtree(self.folder / "shard", ignore_errors=True)
 
     def upsert(
         self,
