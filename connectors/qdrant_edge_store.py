@@ -158,8 +158,8 @@ class QdrantEdgeStore:
             self._shard = None
         if self.folder.exists():
             (self.folder / META).unlink(missing_ok=True)  # first: a half-deleted shard is gone
-            # The folder stays: it holds the lock of the process dropping it (README "Vector
-            # stores"), and another process must not take a new one meanwhile.
+            # The folder stays: it holds the lock of the process dropping it, and another
+            # process must not take a new one meanwhile (README "Vector stores").
             shutil.rmtree(self.folder / "shard", ignore_errors=True)
 
     def upsert(
