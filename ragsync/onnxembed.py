@@ -38,6 +38,7 @@ from typing import Any
 from ragsync.digests import cache_base, file_sha256, remembered_sha256
 from ragsync.embed import DEFAULT_MODEL, LocalModel
 from ragsync.errors import ConfigError, EmbedError
+from ragsync.resources import resource_error
 
 log = logging.getLogger("ragsync")
 # Shown without -v (like a sync's progress lines): the first run pauses for the export.
@@ -244,6 +245,9 @@ def ensure_export(model: LocalModel, folder: Path, *, quantize: bool) -> Path:
             str(path), f"ONNX export needs {exc.name}, a ragsync dependency: reinstall ragsync"
         ) from exc
     except (OSError, RuntimeError, ValueError) as exc:
+        full = resource_error(exc, where=f"{path.parent} (the ONNX cache)", path=path.parent)
+        if full is not None:  # README "Resource limits"
+            raise full from exc
         raise EmbedError(str(path), f"ONNX export failed ({type(exc).__name__}: {exc})") from exc
     return path
 

@@ -9,6 +9,7 @@ The export is made once for this module (a few seconds) in a folder of its own.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
@@ -21,7 +22,7 @@ import pytest
 
 from ragsync import onnxembed
 from ragsync.embed import TORCH_CALL_TEXTS, SentenceTransformerEmbedder, embedder_from_config
-from ragsync.errors import ConfigError, EmbedError, StoreError
+from ragsync.errors import ConfigError, EmbedError, ResourceError, StoreError
 from ragsync.onnxembed import (
     OnnxEmbedder,
     export_name,
@@ -222,6 +223,22 @@ def test_a_failed_quantisation_names_the_missing_package_and_leaves_no_file(
     monkeypatch.setattr(onnxembed, "quantize_int8", no_onnx)
     with pytest.raises(EmbedError, match=r"needs onnx, a ragsync dependency: reinstall"):
         OnnxEmbedder(quantize=True, cache_dir=tmp_path).ensure_export()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [source.name, f"{source.name}.json"]
+
+
+def test_a_full_device_under_the_onnx_cache_is_named_as_such(fp32, tmp_path, monkeypatch):
+    source = fp32.ensure_export()
+    shutil.copy(source, tmp_path)
+    shutil.copy(manifest_path(source), tmp_path)
+
+    def full(source: Path, dest: Path) -> None:
+        dest.write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(onnxembed, "quantize_int8", full)
+    with pytest.raises(ResourceError) as raised:
+        OnnxEmbedder(quantize=True, cache_dir=tmp_path).ensure_export()
+    assert str(raised.value).startswith(f"{tmp_path} (the ONNX cache): no space left on the")
     assert sorted(p.name for p in tmp_path.iterdir()) == [source.name, f"{source.name}.json"]
 
 

@@ -1,6 +1,6 @@
 """One store, many processes (README "Vector stores": *One store, many processes*): while a
-cold `ragsync run` writes the store, searches in other processes (the CLI, `Syncer.search` in
-an app, `serve`'s `/search`) all answer, and the run ends unharmed with the index a sync done
+cold `ragsync run` writes the store, searches in other processes (the CLI, `Syncer.search` and
+the LangChain retriever in an app, `serve`'s `/search`) all answer, and the run ends unharmed with the index a sync done
 alone makes."""
 
 from __future__ import annotations
@@ -23,15 +23,21 @@ from ragsync.testing import DevSite
 from tests.support import example_pages, postgres_url
 
 QUERY = "how is replication tuned?"
-# A Python app's searches, one Syncer kept for all of them, each answer a JSON line.
+# A Python app's searches, one Syncer kept for all of them, every other one through the
+# LangChain retriever; each answer a JSON line.
 APP = """
 import json, sys, time
 from ragsync import Syncer
 from ragsync.config import load_config
+from ragsync.retriever import RagsyncRetriever
 with Syncer(load_config(sys.argv[1])) as syncer:
-    for _ in range(int(sys.argv[2])):
+    retriever = RagsyncRetriever(syncer=syncer, k=3)
+    for i in range(int(sys.argv[2])):
         try:
-            hits = syncer.search(sys.argv[3], 3)
+            if i % 2:
+                hits = retriever.invoke(sys.argv[3])
+            else:
+                hits = syncer.search(sys.argv[3], 3)
             print(json.dumps({"at": time.time(), "hits": len(hits)}), flush=True)
         except Exception as exc:
             print(json.dumps({"at": time.time(), "error": repr(exc)}), flush=True)
