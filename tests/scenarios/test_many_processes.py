@@ -1,7 +1,7 @@
 """One store, many processes (README "Vector stores": *One store, many processes*): while a
 cold `ragsync run` writes the store, searches in other processes (the CLI, `Syncer.search` and
-the LangChain retriever in an app, `serve`'s `/search`) all answer, and the run ends unharmed with the index a sync done
-alone makes."""
+the LangChain retriever in an app, `serve`'s `/search`) all answer, and the run ends unharmed
+with the index a sync done alone makes."""
 
 from __future__ import annotations
 
