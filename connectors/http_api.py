@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 from ragsync.config import duration
-from ragsync.errors import ConfigError, FetchError
+from ragsync.errors import ConfigError, FetchError, ResourceError
 from ragsync.models import Candidate, Checkpoint
 from ragsync.protocols import DiscoveryContext
 from ragsync.urls import require_http_url
@@ -170,6 +170,8 @@ class HttpApiSource:
             except FetchError as exc:
                 failed(exc.reason, url)
                 return
+            except ResourceError:  # no page's failure: the run stops (README "Resource limits")
+                raise
             except Exception as exc:  # ValueError, RecursionError on absurd nesting, …
                 failed(f"invalid JSON: {type(exc).__name__}: {exc}", url)
                 return

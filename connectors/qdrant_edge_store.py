@@ -109,9 +109,11 @@ class QdrantEdgeStore:
 
     def close(self) -> None:
         if self._shard is not None:
-            self._shard.flush()
-            self._shard.close()
-            self._shard = None
+            shard, self._shard = self._shard, None
+            try:
+                shard.flush()
+            finally:  # closed even when the flush fails: its files are let go with the hold
+                shard.close()
 
     # The shard applies BM25's IDF itself (Qdrant's IDF modifier): queries carry plain terms.
     sparse_idf = True

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ragsync.errors import FetchError
+from ragsync.errors import FetchError, ResourceError
 from ragsync.fetch import HopScope
 from ragsync.models import Response, SourceOutcome
 from ragsync.politeness import HostPaused, PoliteFetcher
@@ -129,7 +129,7 @@ class DiscoveryContext:
             raise FetchError.for_status(url, response.status)
         try:
             parsed = parse(response)
-        except ValueError:
+        except (ValueError, ResourceError):
             raise
         except Exception as exc:
             raise ValueError(f"unparseable ({type(exc).__name__}: {exc})") from exc

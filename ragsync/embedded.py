@@ -22,11 +22,12 @@ import hashlib
 import json
 import logging
 import os
+import re
 import socket
 import socketserver
-import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,6 +40,8 @@ SOCKET = "ragsync.sock"  # in the store's folder when the path fits (else the te
 POLL = 0.25  # seconds between attempts to open a held store
 MAX_SOCKET_PATH = 100  # bytes: sun_path holds 108 on Linux, 104 on macOS
 MAX_REQUEST = 4 * 1024 * 1024  # bytes of one read request (a query vector and its terms)
+MAX_READERS = 16  # reads answered at once; more are told to ask again
+READ_TIMEOUT = 10.0  # seconds an asker has to send its request
 
 log = logging.getLogger("ragsync")
 
@@ -94,6 +97,17 @@ def open_waiting(
         sleep(POLL)
 
 
+_HOLDS: weakref.WeakSet[FolderHold] = weakref.WeakSet()
+
+
+def _forget_holds_in_child() -> None:
+    for hold in list(_HOLDS):
+        hold.forget()
+
+
+os.register_at_fork(after_in_child=_forget_holds_in_child)
+
+
 class FolderHold:
     """This process's hold of an embedded store's folder: an exclusive ``flock`` on
     :data:`LOCK`, which the kernel lets go of when the process dies, however it dies."""
@@ -102,6 +116,12 @@ class FolderHold:
         self.folder = folder
         self.since = 0.0  # Unix time it was taken
         self._fd: int | None = None
+        _HOLDS.add(self)
+
+    def forget(self) -> None:
+        """In a forked child: the lock is the parent's (a shared open file), so the child
+        neither holds it nor may unlock it."""
+        self._fd = None
 
     @property
     def held(self) -> bool:
@@ -111,8 +131,11 @@ class FolderHold:
         """Take the hold unless another process (or another hold in this one) has it."""
         if self._fd is not None:
             return True
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        except PermissionError:  # another user's store: it can still be read through its holder
+            return False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -135,18 +158,31 @@ class FolderHold:
             pid = json.loads((self.folder / LOCK).read_text())["pid"]
         except (OSError, ValueError, KeyError, TypeError):
             return "another process"
-        return f"pid {pid}"
+        return "this process (another store object)" if pid == os.getpid() else f"pid {pid}"
 
 
 def socket_path(folder: Path) -> Path:
     """Where the holder of the store in ``folder`` answers reads: :data:`SOCKET` in the folder,
-    or, when that path is too long for a Unix socket, a name in the temp folder derived from
-    the folder's real path (the same in every process)."""
+    or, when that path is too long for a Unix socket, a name derived from the folder's real
+    path in ``/tmp/ragsync-UID`` (the same for every process of the user; not ``TMPDIR``,
+    which a service's private /tmp changes)."""
     near = folder / SOCKET
     if len(os.fsencode(near.absolute())) <= MAX_SOCKET_PATH:
         return near.absolute()
     digest = hashlib.sha256(os.fsencode(folder.resolve())).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"ragsync-{digest}.sock"
+    return Path("/tmp") / f"ragsync-{os.getuid()}" / f"{digest}.sock"
+
+
+def private_folder(path: Path) -> None:
+    """Make the folder of a socket outside the store (``/tmp/ragsync-UID``) this user's alone,
+    so that nobody else can bind its name first."""
+    folder = path.parent
+    if folder.name != f"ragsync-{os.getuid()}":
+        return
+    folder.mkdir(mode=0o700, exist_ok=True)
+    info = folder.lstat()
+    if info.st_uid != os.getuid() or info.st_mode & 0o077 or not folder.is_dir():
+        raise PermissionError(f"{folder}: not a private folder of this user")
 
 
 class NoHolder(Exception):
@@ -171,27 +207,49 @@ class ReadServer:
         self.path = path
         answer_of = answer
 
+        slots = threading.BoundedSemaphore(MAX_READERS)
+
         class Handler(socketserver.StreamRequestHandler):
+            timeout = READ_TIMEOUT  # an asker that sends nothing is let go
+
             def handle(self) -> None:
-                line = self.rfile.readline(MAX_REQUEST)
+                if not slots.acquire(blocking=False):
+                    self._reply({"gone": True})  # too many at once: the asker asks again
+                    return
                 try:
-                    request = json.loads(line)
-                    reply = {"ok": answer_of(str(request["op"]), dict(request.get("args") or {}))}
-                except NoHolder:  # it let go of the store meanwhile: the asker tries again
-                    reply = {"gone": True}
-                except Exception as exc:  # the asker raises it as its own error
-                    reply = {"error": str(exc).splitlines()[0] if str(exc) else repr(exc)}
-                with contextlib.suppress(OSError):  # an asker that gave up
+                    line = self.rfile.readline(MAX_REQUEST)
+                    try:
+                        request = json.loads(line)
+                        op, args = str(request["op"]), dict(request.get("args") or {})
+                        reply = {"ok": answer_of(op, args)}
+                    except NoHolder:  # it let go of the store meanwhile: the asker tries again
+                        reply = {"gone": True}
+                    except Exception as exc:  # the asker raises it as its own error
+                        reply = {"error": str(exc).splitlines()[0] if str(exc) else repr(exc)}
+                    self._reply(reply)
+                except OSError:  # an asker that gave up, or sent nothing in time
+                    pass
+                finally:
+                    slots.release()
+
+            def _reply(self, reply: dict[str, Any]) -> None:
+                with contextlib.suppress(OSError):
                     self.wfile.write(json.dumps(reply).encode() + b"\n")
 
         class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             daemon_threads = True
+            request_queue_size = 64
 
+        private_folder(path)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # a dead holder's: this process holds the folder now
         self._server = Server(str(path), Handler)
+        os.chmod(path, 0o600)  # this user's processes only, like the store's files
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="ragsync-store-reads", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},  # close() waits for the loop: a search's own cost
+            name="ragsync-store-reads",
+            daemon=True,
         )
         self._thread.start()
 
@@ -213,7 +271,7 @@ def ask_holder(path: Path, op: str, args: dict[str, Any], *, timeout: float) -> 
         conn.settimeout(timeout)
         try:
             conn.connect(str(path))
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
+        except (OSError, ValueError) as exc:  # nobody listens, its queue is full, no access
             raise NoHolder(str(path)) from exc
         try:
             conn.sendall(json.dumps({"op": op, "args": args}).encode() + b"\n")
@@ -225,12 +283,15 @@ def ask_holder(path: Path, op: str, args: dict[str, Any], *, timeout: float) -> 
             raise NoHolder(str(path)) from exc
     if not line:
         raise NoHolder(str(path))  # it closed as it let go of the store
-    reply = json.loads(line)
-    if reply.get("gone"):
-        raise NoHolder(str(path))
-    if "error" in reply:
-        raise HolderFailed(reply["error"])
-    return reply["ok"]
+    try:
+        reply = json.loads(line)
+        if reply.get("gone"):
+            raise NoHolder(str(path))
+        if "error" in reply:
+            raise HolderFailed(str(reply["error"]))
+        return reply["ok"]
+    except (ValueError, KeyError, AttributeError, TypeError) as exc:
+        raise HolderFailed(f"{path} answered something that is not a read's answer") from exc
 
 
 def unallocated_bytes(folder: Path) -> int:
@@ -283,8 +344,8 @@ def allocates_on_read(folder: Path) -> bool:
         fields = line.split()
         if len(fields) < 3:
             continue
-        point = fields[1].replace("\\040", " ")
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[1])
         inside = place == point or place.startswith(point.rstrip("/") + "/")
-        if inside and len(point) > best:
+        if inside and len(point) >= best:  # a later mount on the same point hides the earlier
             best, kind = len(point), fields[2]
     return kind in {"tmpfs", "shmem"}

@@ -98,8 +98,9 @@ class ServeLoop:
     store: SharedStore = field(init=False)
 
     def __post_init__(self) -> None:
-        # serve's queries never wait for a store another process holds (a 503 says retry),
-        # and it lets go of its own when another process asks (README "Vector stores").
+        # serve's passes never wait for a store another process writes (they come again next
+        # tick), its queries read through that process, and it lets go of its own when
+        # another process asks (README "Vector stores").
         store = dataclasses.replace(self.config.store, open_wait=0.0)
         self.store = SharedStore(lambda: open_store(store))
 

@@ -18,6 +18,8 @@ many processes*).
 from __future__ import annotations
 
 import contextlib
+import errno
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -125,8 +127,12 @@ class GuardedStore:
         self._local("write", manager.__enter__)
         try:
             yield
-        finally:  # the flush at the end, its failure named like any other operation's
-            self._local("flush its writes", lambda: manager.__exit__(None, None, None))
+        except BaseException:
+            # the body's error is the one to report; the block still ends (and flushes)
+            with contextlib.suppress(Exception):
+                self._local("flush its writes", lambda: manager.__exit__(*sys.exc_info()))
+            raise
+        self._local("flush its writes", lambda: manager.__exit__(None, None, None))
 
     def points(self, *, with_vectors: bool = False) -> Iterator[tuple[str, dict, Any]]:
         yield from self._stream("read points", lambda: self.inner.points(with_vectors=with_vectors))
@@ -173,6 +179,8 @@ class GuardedStore:
 
     def _read(self, op: str, args: dict[str, Any], local: Callable[[], T]) -> T:
         if self.hold is not None and not self.hold.held:
+            # a local-mode folder holds several collections: the holder answers for its own
+            args = {**args, "collection": getattr(self.inner, "collection", None)}
             found, value = self._read_elsewhere(op, args)
             if found:
                 return _decoded(op, value)
@@ -209,6 +217,12 @@ class GuardedStore:
         with self._lock:
             if not self._serving:
                 raise NoHolder(op)  # it let go meanwhile: the asker tries again
+            own = getattr(self.inner, "collection", None)
+            if args.get("collection") != own:
+                raise ValueError(
+                    f"this process holds the folder for collection {own!r}, not "
+                    f"{args.get('collection')!r}: run one at a time, or give each its own path"
+                )
             if op == "search":
                 hits = self.inner.search(args["vector"], int(args["k"]), args.get("source"))
             elif op == "search_sparse":
@@ -224,9 +238,9 @@ class GuardedStore:
 
     def _local(self, op: str, call: Callable[[], T], *, write: bool = False) -> T:
         self._take()
-        if write:
-            self._check_space(WRITE_MARGIN)
-        with self._lock:
+        with self._lock:  # the reservation too, never beside this process's own writes
+            if write:
+                self._check_space(WRITE_MARGIN)
             return self._call(op, call)
 
     def _stream(self, op: str, make: Callable[[], Iterator[T]]) -> Iterator[T]:
@@ -301,6 +315,8 @@ class GuardedStore:
             try:
                 reserve_holes(self.folder)
             except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    return  # a file system that cannot reserve: the check above stands
                 raise self._no_space(free, self._holes + margin) from exc
             self._holes = 0
             free = free_bytes(self.folder) or 0

@@ -207,9 +207,14 @@ def run_pass(
             result.counters.events_delivered = dispatcher.deliver_due(EVENTS_DEADLINE)
         prune_raw_bodies(engine)
     finally:
-        if dispatcher is not None:
-            dispatcher.close()
-        plain.close()
-        engine.release_store()
-        finish_run(engine, result)
+        try:
+            if dispatcher is not None:
+                dispatcher.close()
+            plain.close()
+            engine.release_store()
+        except BaseException:
+            result.ok = False  # a failed last flush: not a run that ended well
+            raise
+        finally:  # the run is recorded however closing went
+            finish_run(engine, result)
     return result
