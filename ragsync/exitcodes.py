@@ -39,6 +39,8 @@ def errors_to_exit_codes(func: Callable[..., Any]) -> Callable[..., Any]:
         except ResourceError as exc:
             ran_out(exc, exc)
         except RagsyncError as exc:
+            if exc.__cause__ is not None:  # a library's error, named: -v shows where it came
+                traceback_if_verbose(exc)
             click.echo(f"ragsync: {exc}", err=True)
             sys.exit(1)
         except (OSError, sqlite3.Error) as exc:  # one that no layer named: name it here
@@ -52,8 +54,13 @@ def errors_to_exit_codes(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def ran_out(error: ResourceError, cause: BaseException) -> None:
     """One line naming what ran out and where (the traceback too with -v), then exit 4."""
-    context = click.get_current_context(silent=True)
-    if context is not None and (context.find_root().obj or {}).get("verbose"):
-        logging.getLogger("ragsync").error("traceback", exc_info=cause)
+    traceback_if_verbose(cause)
     click.echo(f"ragsync: {error}", err=True)
     sys.exit(4)
+
+
+def traceback_if_verbose(error: BaseException) -> None:
+    """With -v, the traceback of ``error`` (and its causes) before its one line."""
+    context = click.get_current_context(silent=True)
+    if context is not None and (context.find_root().obj or {}).get("verbose"):
+        logging.getLogger("ragsync").error("traceback", exc_info=error)
