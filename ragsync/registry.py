@@ -103,7 +103,7 @@ def store_name(config: StoreConfig, kind: str) -> str:
 
     >>> from ragsync.config import StoreConfig
     >>> store_name(StoreConfig(url="http://admin:pw@db:6333", collection="docs"), "qdrant")
-    "qdrant http://db:6333, collection 'docs'"
+    "qdrant http://***@db:6333, collection 'docs'"
     """
     from ragsync.urls import redact_url
 

@@ -64,7 +64,7 @@ class GuardedStore:
 
     Args:
         inner: the connector.
-        name: how messages name the store (``qdrant_edge /srv/index/docs``).
+        name: how messages name the store (``qdrant_edge /srv/index, collection 'docs'``).
         wait: seconds a write waits for another process's hold (``[store] open_wait``); a
             read waits at least :data:`HANDOVER` for a writer taking the store over.
     """
