@@ -113,9 +113,10 @@ def test_verify_finds_a_point_without_its_sparse_vector_and_repair_restores_it(t
         with Syncer(config, embedder=embedder) as syncer:
             assert syncer.run().ok
             pid, payload, vector = next(syncer.store.points(with_vectors=True))
-            if isinstance(syncer.store, PgVectorStore):  # an upsert there keeps the column
-                table = syncer.store.collection
-                syncer.store.conn.execute(f"update {table} set bm25 = null where id = %s", [pid])
+            connector = syncer.store.inner  # the connector behind the engine's store guard
+            if isinstance(connector, PgVectorStore):  # an upsert there keeps the column
+                table = connector.collection
+                connector.conn.execute(f"update {table} set bm25 = null where id = %s", [pid])
             else:
                 syncer.store.upsert([(pid, vector, payload)])  # the same point, dense only
             syncer.engine.release_store()
