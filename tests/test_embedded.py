@@ -181,3 +181,32 @@ def test_a_local_mode_folder_that_fails_otherwise_is_not_waited_for(tmp_path, mo
         store.count()
     assert "another process" not in str(raised.value)
     assert time.monotonic() - started < 5 and not (tmp_path / "q" / WANTED).exists()
+
+
+def test_a_read_through_the_holder_is_refused_for_another_collection_of_its_folder(tmp_path):
+    """Local mode keeps every collection under one folder, held as one: the holder answers
+    only for the collection it has open, never with another's points."""
+    from ragsync.config import StoreConfig
+
+    folder = str(tmp_path / "qdrant")
+    b = open_store(StoreConfig(kind="qdrant", path=folder, collection="b"))
+    b.ensure_collection(3)
+    b.upsert([("00000000-0000-4000-8000-000000000001", [1.0, 0.0, 0.0], {"metadata": {}})])
+    b.close()
+    a = open_store(StoreConfig(kind="qdrant", path=folder, collection="a"))
+    a.ensure_collection(3)
+    a.upsert(
+        [
+            (f"00000000-0000-4000-8000-00000000001{i}", [0.0, 1.0, 0.0], {"metadata": {}})
+            for i in range(5)
+        ]
+    )
+    try:  # a holds the folder; b is read through it
+        reader = open_store(StoreConfig(kind="qdrant", path=folder, collection="b"))
+        with pytest.raises(StoreError, match="holds the folder for collection 'a', not 'b'"):
+            reader.count()
+        assert not reader.holding
+    finally:
+        a.close()
+    assert reader.count() == 1  # once a let go, b reads its own
+    reader.close()
