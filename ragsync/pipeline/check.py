@@ -365,15 +365,7 @@ class PageChecker:
         if after is not None:
             what = "HTTP 200 with Retry-After"
             reason = f"outage page: {what}: {after}, a temporary page, not content; {kept}"
-            return Failed(
-                page,
-                exchange,
-                reason=reason,
-                verdict="outage",
-                transient=True,
-                outage=what,
-                answered="responses_200_changed",
-            )
+            return outage_page(page, exchange, what, reason)
         if marker(response.body) is None:
             return None
         try:
@@ -388,15 +380,7 @@ class PageChecker:
             f"outage page: {what} ({extracted.title!r}, {words(extracted.markdown)} words), "
             f"not the page; {kept}"
         )
-        return Failed(
-            page,
-            exchange,
-            reason=reason,
-            verdict="outage",
-            transient=True,
-            outage=what,
-            answered="responses_200_changed",
-        )
+        return outage_page(page, exchange, what, reason)
 
     def links(self, response: Response) -> PageLinks | None:
         """The outlinks of a body, when the source crawls (none in a body that is not HTML)."""
@@ -496,3 +480,16 @@ class PageChecker:
         if verdict != "content" or not in_scope(final, self.source.include, self.source.exclude):
             return None
         return target
+
+
+def outage_page(page: Page, exchange: Exchange, what: str, reason: str) -> Failed:
+    """A 200 that is an outage page (``what``): the page fails and keeps its content."""
+    return Failed(
+        page,
+        exchange,
+        reason=reason,
+        verdict="outage",
+        transient=True,
+        outage=what,
+        answered="responses_200_changed",
+    )

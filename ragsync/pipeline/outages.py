@@ -235,15 +235,7 @@ class Watch:
         held = Held("change", digest, count, iso(first), page_shape)
         if page_shape is not None and source.outage_pages > 0:
             self.remember(outcome.page.doc_key, (host_of(outcome.page.url), page_shape), held)
-        failed = Failed(
-            outcome.page,
-            outcome.exchange,
-            reason=reason,
-            verdict="held",
-            transient=True,
-            held=held,
-            answered=outcome.response_counter(),
-        )
+        failed = held_failure(outcome, "held", reason, held)
         self._decided[(outcome.page.doc_key, digest)] = failed
         return failed
 
@@ -281,15 +273,7 @@ class Watch:
         held = Held("outage", arrival[1], count, since, arrival[1])
         if self.keeps_content(outcome):
             self.remember(outcome.page.doc_key, arrival, held)
-        return Failed(
-            outcome.page,
-            outcome.exchange,
-            reason=reason,
-            verdict="outage",
-            transient=True,
-            held=held,
-            answered=outcome.response_counter(),
-        )
+        return held_failure(outcome, "outage", reason, held)
 
     def name(self, host: str, what: str) -> None:
         """Count one more page of ``host`` held by an outage page (``what``), in one line of
@@ -327,3 +311,17 @@ def arrived(outcome: Outcome) -> Arrival | None:
     if outcome.moved_to or outcome.moved_from or ":id:" in page.doc_key:
         return None
     return host_of(page.url), shape(outcome.extracted.markdown, outcome.extracted.title)
+
+
+def held_failure(outcome: Outcome, verdict: str, reason: str, held: Held) -> Failed:
+    """``outcome``'s page failing as held back by the watch (``held``): it keeps its content
+    and is asked again at the next run."""
+    return Failed(
+        outcome.page,
+        outcome.exchange,
+        reason=reason,
+        verdict=verdict,
+        transient=True,
+        held=held,
+        answered=outcome.response_counter(),
+    )

@@ -11,17 +11,13 @@ import contextlib
 import errno
 import os
 import subprocess
-import sys
-import textwrap
 import uuid
 from pathlib import Path
 
 import pytest
 
-from ragsync.config import load_config
-from ragsync.registry import open_store
 from ragsync.testing import DevSite
-from tests.support import example_pages
+from tests.support import example_pages, ragsync_cli, store_texts, write_cli_config
 
 SIZE_MB = 400  # the store's sparse files are about 230 MB long
 
@@ -59,51 +55,13 @@ def fill(folder: Path) -> Path:
 
 
 def write_config(folder: Path, base: str, *, state: Path, store: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "ragsync.toml"
-    path.write_text(
-        textwrap.dedent(
-            f"""
-            [state]
-            path = "{state}"
-
-            [store]
-            kind = "qdrant_edge"
-            path = "{store}"
-            collection = "docs"
-
-            [fetch]
-            concurrency = 2
-
-            [[sources]]
-            id = "docs"
-            kind = "sitemap"
-            every = "0s"
-            url = "{base}/sitemap.xml"
-            """
-        )
+    return write_cli_config(
+        folder,
+        base,
+        state=f'path = "{state}"',
+        store=f'kind = "qdrant_edge"\npath = "{store}"\ncollection = "docs"',
+        extra="[fetch]\nconcurrency = 2",
     )
-    return path
-
-
-def cli(*args: str, config: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ragsync", *args, "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-def index_of(config: Path) -> dict[str, tuple[str, str]]:
-    store = open_store(load_config(config).store)
-    try:
-        return {
-            pid: (payload["metadata"]["url"], payload["page_content"])
-            for pid, payload, _ in store.points()
-        }
-    finally:
-        store.close()
 
 
 @pytest.mark.parametrize("on_tmpfs", ["state", "state_and_store"])
@@ -124,7 +82,7 @@ def test_a_device_that_fills_mid_run_is_one_line_and_the_next_run_converges(
                 fillers.append(fill(tmpfs))
 
         site.fault = fill_at_the_20th_page
-        done = cli("run", config=config)
+        done = ragsync_cli("run", config=config)
         site.fault = None
         lines = done.stderr.splitlines()
         assert fillers, done.stderr
@@ -136,24 +94,24 @@ def test_a_device_that_fills_mid_run_is_one_line_and_the_next_run_converges(
 
         # Readers on the full device: an answer or one line, never a signal.
         for args in (("status", "--json"), ("search", "replication", "-k", "2")):
-            done = cli(*args, config=config)
+            done = ragsync_cli(*args, config=config)
             assert done.returncode >= 0, f"{args}: died by signal {-done.returncode}"
             assert "Traceback" not in done.stderr, done.stderr
             assert done.returncode in (0, 1, 4), done.stderr
 
         for filler in fillers:
             filler.unlink()
-        again = cli("run", config=config)
+        again = ragsync_cli("run", config=config)
         assert again.returncode == 0, again.stderr
-        verified = cli("verify", config=config)
+        verified = ragsync_cli("verify", config=config)
         assert verified.returncode == 0, verified.stdout + verified.stderr
 
         alone_folder = tmp_path / "alone"
         alone = write_config(
             alone_folder, base, state=alone_folder / "state.db", store=alone_folder / "edge"
         )
-        assert cli("run", config=alone).returncode == 0
-        assert index_of(config) == index_of(alone) and len(index_of(alone)) >= 180
+        assert ragsync_cli("run", config=alone).returncode == 0
+        assert store_texts(config) == store_texts(alone) and len(store_texts(alone)) >= 180
     finally:
         site.stop()
 
@@ -167,18 +125,18 @@ def test_a_store_on_a_nearly_full_tmpfs_is_refused_with_a_message_not_a_signal(t
         config = write_config(
             tmp_path / "run", base, state=tmp_path / "state.db", store=tmpfs / "edge"
         )
-        assert cli("run", config=config).returncode == 0
+        assert ragsync_cli("run", config=config).returncode == 0
         site.set_page("/guide/page-1", "Changed", "<p>" + "A changed page. " * 30 + "</p>")
         filler = fill(tmpfs)
         try:
             for args in (("status", "--json"), ("search", "replication"), ("run",)):
-                done = cli(*args, config=config)
+                done = ragsync_cli(*args, config=config)
                 assert done.returncode >= 0, f"{args}: killed by a signal"
                 assert "Traceback" not in done.stderr, done.stderr
             assert done.returncode == 4 and "no space left on the device" in done.stderr
         finally:
             filler.unlink()
-        assert cli("run", config=config).returncode == 0
+        assert ragsync_cli("run", config=config).returncode == 0
     finally:
         site.stop()
 

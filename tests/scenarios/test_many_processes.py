@@ -9,7 +9,6 @@ import json
 import socket
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -17,10 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ragsync.config import load_config
-from ragsync.registry import open_store
 from ragsync.testing import DevSite
-from tests.support import example_pages, postgres_url
+from tests.support import example_pages, postgres_url, ragsync_cli, store_texts, write_cli_config
 
 QUERY = "how is replication tuned?"
 # A Python app's searches, one Syncer kept for all of them, every other one through the
@@ -51,52 +48,16 @@ def free_port() -> int:
 
 
 def write_config(folder: Path, base: str, store: str, *, port: int) -> Path:
-    folder.mkdir(exist_ok=True)
-    path = folder / f"ragsync-{port}.toml"
-    path.write_text(
-        textwrap.dedent(
-            f"""
-            [state]
-            path = "{folder / "state.db"}"
-
-            [store]
-            {store}
-
-            [fetch]
-            concurrency = 2
-
-            [server]
-            listen = "127.0.0.1:{port}"
-
-            [[sources]]
-            id = "docs"
-            kind = "sitemap"
-            every = "1h"
-            url = "{base}/sitemap.xml"
-            """
-        )
-    )
-    return path
-
-
-def index_of(config_path: Path) -> dict[str, tuple[str, str]]:
-    """Point id -> (url, text) of the store ``config_path`` names."""
-    store = open_store(load_config(config_path).store)
-    try:
-        return {
-            pid: (payload["metadata"]["url"], payload["page_content"])
-            for pid, payload, _ in store.points()
-        }
-    finally:
-        store.close()
-
-
-def cli(*args: str, config: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ragsync", *args, "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+    """A config of the shared state and store whose serve listens on ``port``; the source is
+    due hourly, so that a serve started beside the cold run never syncs itself."""
+    return write_cli_config(
+        folder,
+        base,
+        state=f'path = "{folder / "state.db"}"',
+        store=store,
+        extra=f'[fetch]\nconcurrency = 2\n\n[server]\nlisten = "127.0.0.1:{port}"',
+        every="1h",
+        name=f"ragsync-{port}",
     )
 
 
@@ -137,7 +98,7 @@ def searches_beside_a_run(
 
         def cli_loop() -> None:
             for _ in range(cli_searches):
-                done = cli("search", QUERY, "-k", "3", "--json", config=config)
+                done = ragsync_cli("search", QUERY, "-k", "3", "--json", config=config)
                 cli_answers.append((time.time(), done))
 
         app = subprocess.Popen(
@@ -202,13 +163,13 @@ def searches_beside_a_run(
         if serve:
             assert min(at for at, _, _ in served) < ended, (served, ended)
 
-        verified = cli("verify", "--json", config=config)
+        verified = ragsync_cli("verify", "--json", config=config)
         assert verified.returncode == 0, verified.stdout + verified.stderr
-        shared_index = index_of(config)
+        shared_index = store_texts(config)
 
         alone = write_config(tmp_path / "alone", base, store.replace("shared", "alone"), port=1)
-        assert cli("run", config=alone).returncode == 0
-        assert shared_index == index_of(alone) and len(shared_index) >= 3 * pages
+        assert ragsync_cli("run", config=alone).returncode == 0
+        assert shared_index == store_texts(alone) and len(shared_index) >= 3 * pages
     finally:
         site.stop()
 

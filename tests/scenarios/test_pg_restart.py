@@ -31,30 +31,11 @@ from ragsync.config import load_config
 from ragsync.connectors.pgvector_store import PgVectorStore
 from ragsync.state import StateDB
 from ragsync.testing import DevSite
-from tests.support import example_pages, ragsync_cli
+from tests.support import example_pages, ragsync_cli, write_cli_config
 
 PAGES = 120  # two windows of pages (64 to a window)
 STOPS_WITHIN = 10.0  # seconds from a stopped server to the end of the run, at most
 GIVE_UP = 30.0  # … and when the test stops waiting for it
-
-CONFIG = """
-[state]
-url = {url}
-
-[store]
-kind = "pgvector"
-url = {url}
-collection = "docs"
-
-[fetch]
-concurrency = 4
-
-[[sources]]
-id = "docs"
-kind = "sitemap"
-every = "0s"
-url = "{base}/sitemap.xml"
-"""
 
 
 @pytest.fixture
@@ -69,11 +50,14 @@ def write_config(folder: Path, server: PostgresServer, base: str) -> Path:
     """A config whose state and pgvector table live in a new database named after ``folder``."""
     with psycopg.connect(server.get_uri(), autocommit=True) as conn:
         conn.execute(f'create database "{folder.name}"')
-    url = server.get_uri(database=folder.name)
-    folder.mkdir()
-    path = folder / "ragsync.toml"
-    path.write_text(CONFIG.format(url=json.dumps(url), base=base))
-    return path
+    url = json.dumps(server.get_uri(database=folder.name))
+    return write_cli_config(
+        folder,
+        base,
+        state=f"url = {url}",
+        store=f'kind = "pgvector"\nurl = {url}\ncollection = "docs"',
+        extra="[fetch]\nconcurrency = 4",
+    )
 
 
 def url_of(config: Path) -> str:

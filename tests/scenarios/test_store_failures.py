@@ -5,15 +5,10 @@ and the next run applies the journal and converges to the index a sync done alon
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
-from ragsync.config import load_config
-from ragsync.registry import open_store
 from ragsync.testing import DevSite
-from tests.support import example_pages
+from tests.support import example_pages, ragsync_cli, store_texts, write_cli_config
 
 # Loaded at interpreter start (sitecustomize): the Edge binding fails on the Nth upsert as it
 # does when another process truncated its files ("Failed to flush …").
@@ -37,49 +32,13 @@ QdrantEdgeStore.upsert = upsert
 
 
 def write_config(folder: Path, base: str) -> Path:
-    folder.mkdir()
-    path = folder / "ragsync.toml"
-    path.write_text(
-        textwrap.dedent(
-            f"""
-            [state]
-            path = "{folder / "state.db"}"
-
-            [store]
-            kind = "qdrant_edge"
-            path = "{folder / "edge"}"
-            collection = "docs"
-
-            [embedder]
-            batch_size = 2
-
-            [[sources]]
-            id = "docs"
-            kind = "sitemap"
-            every = "0s"
-            url = "{base}/sitemap.xml"
-            """
-        )
+    return write_cli_config(
+        folder,
+        base,
+        state=f'path = "{folder / "state.db"}"',
+        store=f'kind = "qdrant_edge"\npath = "{folder / "edge"}"\ncollection = "docs"',
+        extra="[embedder]\nbatch_size = 2",
     )
-    return path
-
-
-def cli(*args: str, config: Path, env: dict[str, str] | None = None):
-    return subprocess.run(
-        [sys.executable, "-m", "ragsync", *args, "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-
-
-def index_of(config: Path) -> dict[str, str]:
-    store = open_store(load_config(config).store)
-    try:
-        return {pid: payload["page_content"] for pid, payload, _ in store.points()}
-    finally:
-        store.close()
 
 
 def test_a_store_write_that_fails_mid_run_is_one_line_and_the_journal_catches_up(tmp_path):
@@ -94,7 +53,7 @@ def test_a_store_write_that_fails_mid_run_is_one_line_and_the_journal_catches_up
         path = os.pathsep.join([str(hooks), root, os.environ.get("PYTHONPATH", "")])
         failing = {**os.environ, "PYTHONPATH": path, "FAIL_AT_UPSERT": "2"}
 
-        done = cli("run", config=config, env=failing)
+        done = ragsync_cli("run", config=config, env=failing)
         assert done.returncode == 1, done.stderr
         assert "Traceback" not in done.stderr, done.stderr
         last = done.stderr.strip().splitlines()[-1]
@@ -104,19 +63,19 @@ def test_a_store_write_that_fails_mid_run_is_one_line_and_the_journal_catches_up
             "vector_storage: Tracker journal is shorter than expected"
         ), done.stderr
 
-        status = cli("status", config=config)
+        status = ragsync_cli("status", config=config)
         assert status.returncode == 0, status.stderr
         assert "the index is behind the state:" in status.stdout, status.stdout
         assert "finished with errors" in status.stdout  # the run an error ended
 
-        again = cli("run", config=config)
+        again = ragsync_cli("run", config=config)
         assert again.returncode == 0, again.stderr
-        assert "behind" not in cli("status", config=config).stdout
-        verified = cli("verify", config=config)
+        assert "behind" not in ragsync_cli("status", config=config).stdout
+        verified = ragsync_cli("verify", config=config)
         assert verified.returncode == 0, verified.stdout + verified.stderr
 
         alone = write_config(tmp_path / "alone", base)
-        assert cli("run", config=alone).returncode == 0
-        assert index_of(config) == index_of(alone) and len(index_of(alone)) >= 300
+        assert ragsync_cli("run", config=alone).returncode == 0
+        assert store_texts(config) == store_texts(alone) and len(store_texts(alone)) >= 300
     finally:
         site.stop()

@@ -16,7 +16,7 @@ from tests.support.backends import (
     state_target,
     store_table,
 )
-from tests.support.cli import ragsync_cli, ragsync_run
+from tests.support.cli import ragsync_cli, ragsync_run, store_texts, write_cli_config
 from tests.support.doubles import Clock, CountingEmbedder
 from tests.support.pages import example_pages, page, sentences
 
@@ -37,4 +37,6 @@ __all__ = [
     "state_table",
     "state_target",
     "store_table",
+    "store_texts",
+    "write_cli_config",
 ]
